@@ -1,0 +1,77 @@
+# voicestream: `make demo` runs the main job on the local default, `make test` runs every check.
+# Every target creates the environments it needs (idempotent: a stamp file per environment).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Python 3.12 for the main environment: python3.12 on PATH, else pyenv's 3.12.
+PYTHON312 ?= $(shell command -v python3.12 >/dev/null 2>&1 && python3.12 -c 'import sys' 2>/dev/null && command -v python3.12 || { p=$$(pyenv prefix 3.12.1 2>/dev/null || pyenv prefix 3.12 2>/dev/null) && echo $$p/bin/python3.12; })
+# Python 3.11 for the torch environment: the local CPU build of torch 2.13.0 is for 3.11.
+PYTHON311 ?= $(shell command -v python3.11 >/dev/null 2>&1 && python3.11 -c 'import sys' 2>/dev/null && command -v python3.11 || { p=$$(pyenv prefix 3.11.7 2>/dev/null || pyenv prefix 3.11 2>/dev/null) && echo $$p/bin/python3.11; })
+
+VENV := .venv
+VENV_TORCH := .venv-torch
+PY := $(VENV)/bin/python
+PIP_QUIET := --quiet --disable-pip-version-check
+
+.PHONY: help
+help:
+	@echo "make demo    the main job: speak the benchmark text on the local default (real Kokoro-82M, CPU)"
+	@echo "make test    lint, type-check and every test (creates the environments it needs)"
+	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
+	@echo "make serve   run the Kokoro server on 127.0.0.1:8080"
+	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
+	@echo "make lint    ruff + mypy"
+
+$(VENV)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(PY) || $(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
+	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev]" ./packaging/en_core_web_sm
+	touch $@
+
+$(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
+	@test -n "$(PYTHON311)" || { echo "Python 3.11 not found: install it (or pyenv install 3.11)"; exit 1; }
+	test -x $(VENV_TORCH)/bin/python || $(PYTHON311) -m venv $(VENV_TORCH)
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) --upgrade pip
+	# torch==2.13.0 first: on this machine that is the local CPU build (see FACTS.md).
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) torch==2.13.0
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0"
+	touch $@
+
+.PHONY: venv venv-torch
+venv: $(VENV)/.stamp
+venv-torch: $(VENV_TORCH)/.stamp
+
+.PHONY: models
+models: venv
+	$(VENV)/bin/voicestream models fetch
+
+.PHONY: demo
+demo: models
+	$(VENV)/bin/voicestream demo
+
+.PHONY: serve
+serve: models
+	$(VENV)/bin/voicestream serve
+
+.PHONY: lint
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks functions
+	$(VENV)/bin/ruff format --check src tests benchmarks functions
+	$(VENV)/bin/mypy
+
+.PHONY: test-unit
+test-unit: models
+	$(VENV)/bin/pytest tests --ignore=tests/torch
+
+.PHONY: test-torch
+test-torch: models venv-torch
+	$(VENV_TORCH)/bin/pytest tests/torch
+
+.PHONY: test
+test: lint test-unit test-torch
+
+.PHONY: bench
+bench: models
+	$(PY) benchmarks/engine.py

@@ -1,0 +1,150 @@
+"""The speech-engine interface that every backend implements.
+
+An engine turns one short text (a sentence or a clause: the chunker upstream does the
+sentence splitting) into 24 kHz mono float audio, yielded chunk by chunk as soon as each
+chunk exists. Loading is explicit and happens once; `synthesize` may be called from
+several worker threads at the same time.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+SAMPLE_RATE = 24_000
+DEFAULT_VOICE = "af_heart"
+MIN_SPEED = 0.5
+MAX_SPEED = 2.0
+
+FloatAudio = npt.NDArray[np.float32]
+
+
+class EngineError(Exception):
+    """Base class of every error an engine raises on purpose."""
+
+
+class InvalidRequestError(EngineError, ValueError):
+    """The text, voice or speed of a request cannot be synthesized; `code` is stable."""
+
+    code = "invalid_request"
+
+
+class UnknownVoiceError(InvalidRequestError):
+    code = "unknown_voice"
+
+    def __init__(self, voice: str, valid: tuple[str, ...]) -> None:
+        super().__init__(f"unknown voice {voice!r}; valid voices: {', '.join(valid)}")
+        self.voice = voice
+        self.valid = valid
+
+
+class InvalidSpeedError(InvalidRequestError):
+    code = "invalid_speed"
+
+    def __init__(self, speed: float) -> None:
+        super().__init__(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")
+
+
+class EmptyTextError(InvalidRequestError):
+    code = "empty_text"
+
+    def __init__(self) -> None:
+        super().__init__("text is empty: nothing to speak")
+
+
+class UnsupportedLanguageError(InvalidRequestError):
+    code = "unsupported_language"
+
+
+@dataclass(frozen=True, slots=True)
+class WordTiming:
+    """One word and where it is spoken, in seconds from the start of its request's audio."""
+
+    word: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class AudioChunk:
+    """A piece of synthesized audio: float32 mono samples at SAMPLE_RATE in [-1, 1]."""
+
+    samples: FloatAudio
+    words: tuple[WordTiming, ...] = field(default=())
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.samples) / SAMPLE_RATE
+
+
+def check_speed(speed: float) -> float:
+    if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not math.isfinite(speed):
+        raise InvalidSpeedError(speed)
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise InvalidSpeedError(speed)
+    return float(speed)
+
+
+def check_text(text: str) -> str:
+    stripped = text.strip()
+    if not stripped:
+        raise EmptyTextError()
+    return stripped
+
+
+class SpeechEngine(abc.ABC):
+    """A loaded text-to-speech model. Subclasses implement `_load`, `voices` and `_synthesize`."""
+
+    name: str = "engine"
+    sample_rate: int = SAMPLE_RATE
+
+    def __init__(self) -> None:
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def load(self) -> None:
+        """Load weights, voices and G2P once. Idempotent."""
+        if not self._loaded:
+            self._load()
+            self._loaded = True
+
+    @abc.abstractmethod
+    def _load(self) -> None: ...
+
+    @abc.abstractmethod
+    def voices(self) -> tuple[str, ...]:
+        """The voice ids this engine can speak with (blends of them are accepted too)."""
+
+    def synthesize(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0
+    ) -> Iterator[AudioChunk]:
+        """Yield the audio of `text` chunk by chunk. Validates before any work is done."""
+        if not self._loaded:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        text = check_text(text)
+        speed = check_speed(speed)
+        self.validate_voice(voice)
+        return self._synthesize(text, voice, speed)
+
+    def validate_voice(self, voice: str) -> None:
+        """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
+        from voicestream.engine.voices import parse_voice_spec
+
+        parse_voice_spec(voice, self.voices())
+
+    @abc.abstractmethod
+    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]: ...
+
+
+def to_pcm16(samples: FloatAudio) -> bytes:
+    """Float audio in [-1, 1] to 16-bit little-endian PCM bytes (clipping, never wrapping)."""
+    clipped = np.clip(samples, -1.0, 1.0)
+    return (clipped * 32767.0).round().astype("<i2").tobytes()
