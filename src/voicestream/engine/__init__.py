@@ -1,0 +1,57 @@
+"""Speech engines behind one small interface (see base.py); `load_engine` picks and loads one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from voicestream.engine.base import (
+    DEFAULT_VOICE,
+    SAMPLE_RATE,
+    AudioChunk,
+    EngineError,
+    InvalidRequestError,
+    SpeechEngine,
+    UnknownVoiceError,
+    WordTiming,
+    to_pcm16,
+)
+
+BACKENDS = ("onnx", "torch")
+BACKEND_ENV = "VOICESTREAM_BACKEND"
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_VOICE",
+    "SAMPLE_RATE",
+    "AudioChunk",
+    "EngineError",
+    "InvalidRequestError",
+    "SpeechEngine",
+    "UnknownVoiceError",
+    "WordTiming",
+    "create_engine",
+    "load_engine",
+    "to_pcm16",
+]
+
+
+def create_engine(
+    backend: str | None = None, model_dir: Path | None = None, threads: int | None = None
+) -> SpeechEngine:
+    """An engine of `backend` (default $VOICESTREAM_BACKEND, else onnx), not loaded yet."""
+    backend = backend or os.environ.get(BACKEND_ENV, "onnx")
+    if backend == "onnx":
+        from voicestream.engine.onnx import OnnxEngine
+
+        return OnnxEngine(model_dir=model_dir, threads=threads)
+    raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def load_engine(
+    backend: str | None = None, model_dir: Path | None = None, threads: int | None = None
+) -> SpeechEngine:
+    """Create and load an engine: weights verified and loaded, G2P warmed."""
+    engine = create_engine(backend, model_dir, threads)
+    engine.load()
+    return engine

@@ -1,0 +1,107 @@
+"""The real Kokoro-82M int8 ONNX engine on the CPU: is it speech, and does it honour its interface?"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from tests.support.asr import transcribe, word_error_rate
+
+from voicestream.engine import SAMPLE_RATE, EngineError, SpeechEngine, UnknownVoiceError, create_engine
+from voicestream.engine.base import EmptyTextError, InvalidSpeedError, UnsupportedLanguageError
+from voicestream.engine.g2p import MAX_PHONEMES
+from voicestream.engine.onnx import OnnxEngine
+
+SENTENCE = "Your flight to Lisbon leaves tomorrow morning from gate twelve."
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[SpeechEngine]:
+    loaded = create_engine("onnx", threads=2)
+    loaded.load()
+    yield loaded
+
+
+def speak(engine: SpeechEngine, text: str, **options: object) -> np.ndarray:
+    chunks = list(engine.synthesize(text, **options))  # type: ignore[arg-type]
+    assert chunks, "no audio"
+    for chunk in chunks:
+        assert chunk.samples.dtype == np.float32 and chunk.samples.ndim == 1
+    return np.concatenate([chunk.samples for chunk in chunks])
+
+
+def test_american_voice_speaks_the_text(engine: SpeechEngine) -> None:
+    audio = speak(engine, SENTENCE)
+    assert 2.0 < len(audio) / SAMPLE_RATE < 6.0
+    assert float(np.abs(audio).max()) > 0.05
+    assert word_error_rate(SENTENCE, transcribe(audio)) <= 0.15
+
+
+def test_british_voice_and_blend_speak_too(engine: SpeechEngine) -> None:
+    text = "Thank you for calling, how can I help?"
+    for voice in ("bm_george", "af_heart:0.7,am_michael:0.3"):
+        audio = speak(engine, text, voice=voice)
+        assert word_error_rate(text, transcribe(audio)) <= 0.2, voice
+
+
+def test_blend_differs_from_its_parts(engine: SpeechEngine) -> None:
+    text = "Good morning."
+    plain = speak(engine, text, voice="af_heart")
+    blended = speak(engine, text, voice="af_heart:0.5,am_michael:0.5")
+    assert plain.shape != blended.shape or not np.allclose(plain, blended)
+
+
+def test_faster_speed_makes_shorter_audio(engine: SpeechEngine) -> None:
+    slow = speak(engine, SENTENCE, speed=0.8)
+    fast = speak(engine, SENTENCE, speed=1.5)
+    assert len(fast) < 0.8 * len(slow)
+
+
+def test_text_over_510_phonemes_is_split_and_fully_spoken(engine: SpeechEngine) -> None:
+    text = " ".join(["The museum opens at ten in the morning and closes at six in the evening."] * 8)
+    assert isinstance(engine, OnnxEngine)
+    pieces = engine.phonemes(text, "af_heart")
+    assert len(pieces) > 1 and all(len(piece) <= MAX_PHONEMES for piece in pieces)
+    chunks = list(engine.synthesize(text))
+    assert len(chunks) == len(pieces)
+    # Eight sentences of ~4 s each: nothing was silently dropped.
+    assert sum(len(chunk.samples) for chunk in chunks) / SAMPLE_RATE > 20
+
+
+def test_bad_requests_are_refused_before_any_work(engine: SpeechEngine) -> None:
+    with pytest.raises(UnknownVoiceError, match="af_heart"):
+        engine.synthesize("Hello.", voice="xx_nobody")
+    with pytest.raises(InvalidSpeedError):
+        engine.synthesize("Hello.", speed=9.0)
+    with pytest.raises(EmptyTextError):
+        engine.synthesize("   ")
+    with pytest.raises(UnsupportedLanguageError, match="ja"):
+        list(engine.synthesize("こんにちは", voice="jf_alpha"))
+
+
+def test_unloaded_engine_says_so() -> None:
+    with pytest.raises(EngineError, match="not loaded"):
+        create_engine("onnx").synthesize("Hello.")
+
+
+def test_synthesis_from_two_threads_at_once(engine: SpeechEngine) -> None:
+    texts = ["The first caller is waiting.", "The second caller hangs up."]
+    results: dict[str, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(text: str) -> None:
+        try:
+            results[text] = speak(engine, text)
+        except BaseException as error:  # collected and re-raised in the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(text,)) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    for text in texts:
+        assert word_error_rate(text, transcribe(results[text])) <= 0.2
