@@ -1,0 +1,205 @@
+"""Kokoro-82M on PyTorch through the `kokoro` package (KModel + KPipeline): the GPU engine.
+
+This is the production container's engine. It loads everything from a local model
+directory (see torch_assets.py) and never downloads. One KModel serves every language;
+one KPipeline (misaki G2P) per language actually used, built on first use.
+
+Threads: G2P (misaki, spaCy, espeak-ng's process-global state) runs under one lock;
+inference runs outside it, so requests from several worker threads overlap on the model.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from voicestream.engine.assets import default_model_dir
+from voicestream.engine.base import (
+    DEFAULT_VOICE,
+    SAMPLE_RATE,
+    AudioChunk,
+    EngineError,
+    SpeechEngine,
+    UnsupportedLanguageError,
+    WordTiming,
+)
+from voicestream.engine.g2p import MAX_PHONEMES, split_phonemes
+from voicestream.engine.torch_assets import (
+    TorchAssets,
+    blend_voices,
+    check_checkpoint,
+    load_voice_tensor,
+    open_checkpoint,
+    read_config,
+    torch_assets,
+)
+from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
+
+REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
+ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
+
+
+def import_kokoro() -> tuple[Any, Any]:
+    # Every file is passed explicitly, so a download attempt is a bug: fail at once, not after
+    # ~25 s of retries. huggingface_hub reads this when first imported, hence before kokoro.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from kokoro import KModel, KPipeline
+
+    return KModel, KPipeline
+
+
+class TorchEngine(SpeechEngine):
+    name = "torch"
+
+    def __init__(self, model_dir: Path | None = None, device: str | None = None, threads: int | None = None) -> None:
+        """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads."""
+        super().__init__()
+        self.model_dir = model_dir or default_model_dir()
+        self.requested_device = device
+        self.threads = threads
+        self.device = ""
+        self._assets: TorchAssets | None = None
+        self._model: Any = None
+        self._pipeline_class: Any = None
+        self._pipelines: dict[str, Any] = {}
+        self._g2p_lock = threading.Lock()
+        self._voice_lock = threading.Lock()
+        self._voice_files: dict[str, torch.Tensor] = {}
+
+    def _load(self) -> None:
+        assets = torch_assets(self.model_dir)
+        config = read_config(assets.config)
+        checkpoint = open_checkpoint(assets.checkpoint)
+        self.device = self._resolve_device()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        kmodel_class, self._pipeline_class = import_kokoro()
+        with warnings.catch_warnings():
+            # torch's deprecation notes about weight_norm and LSTM dropout inside kokoro's modules.
+            warnings.simplefilter("ignore", (UserWarning, FutureWarning))
+            model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
+        check_checkpoint(assets.checkpoint, checkpoint, model)
+        self._model = model.to(self.device).eval()
+        self._assets = assets
+        # Warm the default voice end to end: US G2P, voice file, first-inference kernel setup
+        # (seconds on CUDA) happen here instead of in the first request.
+        for _chunk in self._run(self._prepare("Hello.", DEFAULT_VOICE, 1.0)):
+            pass
+
+    def _resolve_device(self) -> str:
+        device = self.requested_device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise EngineError(f"device {device!r} requested but CUDA is not available; use device='cpu'")
+        return device
+
+    def voices(self) -> tuple[str, ...]:
+        return OFFICIAL_VOICES
+
+    def voice_tensor(self, spec: str) -> torch.Tensor:
+        """The (blended) style table [510, 1, 256] of a voice spec, on the model's device."""
+        assets = self._assets
+        if assets is None:
+            raise EngineError("torch engine is not loaded: call load() first")
+        blend = parse_voice_spec(spec, self.voices())
+        # Blends are computed per request (microseconds): caching them would let clients grow
+        # memory without bound with ever new weights. Voice files are read once.
+        return blend_voices([(self._voice_file(assets, name), weight) for name, weight in blend.parts])
+
+    def _voice_file(self, assets: TorchAssets, name: str) -> torch.Tensor:
+        with self._voice_lock:
+            tensor = self._voice_files.get(name)
+            if tensor is None:
+                tensor = self._voice_files[name] = load_voice_tensor(assets.voice_path(name)).to(self.device)
+            return tensor
+
+    def phonemes(self, text: str, voice: str) -> list[str]:
+        """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
+        return [phonemes for phonemes, _ in self._phonemize(" ".join(text.split()), voice)]
+
+    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
+        # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
+        return self._run(self._prepare(text, voice, speed))
+
+    def _prepare(self, text: str, voice: str, speed: float) -> _Request:
+        # The chunker sends one sentence: newlines are spaces (KPipeline would split at them).
+        pieces = self._phonemize(" ".join(text.split()), voice)
+        return _Request(pieces, self.voice_tensor(voice), speed)
+
+    def _phonemize(self, text: str, voice: str) -> list[tuple[str, Any]]:
+        """(phonemes, word tokens) pieces of at most 510 phonemes; tokens only for English."""
+        code = parse_voice_spec(voice, self.voices()).parts[0][0][0]
+        with self._g2p_lock:
+            pipeline = self._pipeline(code)
+            phonemes, tokens = pipeline.g2p(text)
+        if code not in ENGLISH_CODES:
+            return [(piece, None) for piece in split_phonemes(phonemes) if piece]
+        pieces: list[tuple[str, Any]] = []
+        # KPipeline's own cutter, at punctuation near 510 phonemes: it keeps each piece's tokens.
+        for _, piece, piece_tokens in pipeline.en_tokenize(tokens):
+            if len(piece) <= MAX_PHONEMES:
+                pieces.append((piece, piece_tokens))
+            else:  # one giant token (kokoro would truncate it): cut it, without timings
+                pieces.extend((part, None) for part in split_phonemes(piece))
+        return [(piece, piece_tokens) for piece, piece_tokens in pieces if piece]
+
+    def _pipeline(self, code: str) -> Any:
+        """The KPipeline of one language, built once (the caller holds the G2P lock)."""
+        pipeline = self._pipelines.get(code)
+        if pipeline is None:
+            try:
+                pipeline = self._pipeline_class(lang_code=code, repo_id=REPO_ID, model=self._model)
+            except ImportError as error:
+                language = LANGUAGE_OF_PREFIX.get(code, code)
+                raise UnsupportedLanguageError(
+                    f"voices of language {language!r} need misaki's extra for it ({error.name} is not "
+                    "installed); use an English (a*/b*), Spanish, French, Hindi, Italian or Portuguese voice"
+                ) from None
+            self._pipelines[code] = pipeline
+        return pipeline
+
+    def _run(self, request: _Request) -> Iterator[AudioChunk]:
+        """One model call and one chunk per piece: KPipeline's own steps, minus its G2P."""
+        pipeline_class, offset_s = self._pipeline_class, 0.0
+        for phonemes, tokens in request.pieces:
+            # Grad mode is thread-local: enter inference mode around the model call only,
+            # never across a yield into the consumer's code.
+            with torch.inference_mode():
+                output = pipeline_class.infer(self._model, phonemes, request.voice, request.speed)
+                samples = output.audio.numpy().astype(np.float32).reshape(-1)
+            words: tuple[WordTiming, ...] = ()
+            if tokens is not None:
+                pipeline_class.join_timestamps(tokens, output.pred_dur)
+                words = _word_timings(tokens, offset_s)
+            offset_s += len(samples) / SAMPLE_RATE
+            # The contract is [-1, 1]; Kokoro peaks slightly beyond it now and then.
+            yield AudioChunk(samples=np.clip(samples, -1.0, 1.0), words=words)
+
+
+class _Request:
+    """Everything one synthesis needs after G2P: the work that runs outside the G2P lock."""
+
+    __slots__ = ("pieces", "speed", "voice")
+
+    def __init__(self, pieces: list[tuple[str, Any]], voice: torch.Tensor, speed: float) -> None:
+        self.pieces = pieces
+        self.voice = voice
+        self.speed = speed
+
+
+def _word_timings(tokens: Any, offset_s: float) -> tuple[WordTiming, ...]:
+    """Word timings from misaki tokens that kokoro stamped (start_ts/end_ts, seconds in the piece)."""
+    timings = []
+    for token in tokens:
+        start, end = getattr(token, "start_ts", None), getattr(token, "end_ts", None)
+        # Punctuation tokens get stamps too; captions want words.
+        if start is None or end is None or not any(char.isalnum() for char in token.text):
+            continue
+        timings.append(WordTiming(word=token.text, start_s=offset_s + start, end_s=offset_s + end))
+    return tuple(timings)

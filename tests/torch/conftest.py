@@ -1,0 +1,46 @@
+"""Fixtures of the torch-engine tests: a random-weight model directory and one loaded engine.
+
+The real config.json and voices come from the shared model directory that `voicestream
+models fetch` fills (`make test` runs it first); the weights are generated per session.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from voicestream.engine.assets import default_model_dir, manifest, verify_file
+from voicestream.engine.checkpoint import build_model_dir
+from voicestream.engine.torch import TorchEngine
+
+PT_VOICES = ("af_heart", "bf_emma", "ef_dora")  # written as hexgrad's .pt tensors
+BIN_VOICES = ("am_michael",)  # kept as our raw float32 .bin: the engine reads both
+
+
+@pytest.fixture(scope="session")
+def source_dir() -> Path:
+    """The verified real config.json and voices (the ONNX engine's model directory)."""
+    root = default_model_dir()
+    spec = manifest()
+    verify_file(root / spec["config"]["file"], spec["config"]["size"], spec["config"]["sha256"])
+    for voice in PT_VOICES + BIN_VOICES:
+        verify_file(root / "voices" / f"{voice}.bin", spec["voices"]["size"], spec["voices"]["sha256"][voice])
+    return root
+
+
+@pytest.fixture(scope="session")
+def model_dir(source_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """hexgrad's layout with random weights of the real architecture (327 MB, in a temp dir)."""
+    out = build_model_dir(source_dir, tmp_path_factory.mktemp("kokoro-82m-random"), PT_VOICES, seed=0)
+    for voice in BIN_VOICES:
+        shutil.copyfile(source_dir / "voices" / f"{voice}.bin", out / "voices" / f"{voice}.bin")
+    return out
+
+
+@pytest.fixture(scope="session")
+def engine(model_dir: Path) -> TorchEngine:
+    loaded = TorchEngine(model_dir)
+    loaded.load()
+    return loaded
