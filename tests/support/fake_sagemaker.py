@@ -28,6 +28,7 @@ import contextlib
 import datetime
 import hashlib
 import hmac
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -264,7 +265,8 @@ def _error_response(status: int, error_type: str, message: str) -> HTTPResponse:
                 Field(name="content-type", values=["application/json"]),
             ]
         ),
-        body=f'{{"message": "{message}"}}'.encode(),
+        # "Message" is the modeled member name, which the SDK's JSON codec matches exactly.
+        body=json.dumps({"Message": message}).encode(),
     )
 
 
