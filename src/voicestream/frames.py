@@ -104,7 +104,7 @@ def audio_frame_is_safe(payload: bytes) -> bool:
 def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[bytes]:
     """Audio frames that carry `payload` and that no receiver could read as a JSON object.
 
-    Almost always ``[payload]`` unchanged. A payload that could parse as an object is split
+    Almost always ``[payload]`` unchanged (``[]`` for no bytes). A payload that could parse as an object is split
     into two frames at a multiple of `sample_width` (2 for 16-bit PCM, 1 for byte formats such
     as MP3), which keeps every frame whole samples and the bytes identical.
 
@@ -130,6 +130,8 @@ def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[byt
     data = bytes(payload)
     if len(data) % sample_width:
         raise ValueError(f"audio payload of {len(data)} bytes is not whole {sample_width}-byte samples")
+    if not data:
+        return []  # nothing to send: an empty frame would carry nothing
     if not _might_be_json_object(data):
         return [data]
     closing = len(data.rstrip(_JSON_WS)) - 1  # the top-level "}" (checked above)
