@@ -67,7 +67,8 @@ test-unit: models
 
 .PHONY: test-torch
 test-torch: models venv-torch
-	$(VENV_TORCH)/bin/pytest tests/torch
+	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
+	$(VENV_TORCH)/bin/pytest --confcutdir=tests/torch tests/torch
 
 .PHONY: test
 test: lint test-unit test-torch

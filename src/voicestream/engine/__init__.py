@@ -45,6 +45,11 @@ def create_engine(
         from voicestream.engine.onnx import OnnxEngine
 
         return OnnxEngine(model_dir=model_dir, threads=threads)
+    if backend == "torch":
+        # Imported here: torch is only installed where the torch extra is (the GPU container).
+        from voicestream.engine.torch import TorchEngine
+
+        return TorchEngine(model_dir=model_dir, threads=threads)
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
