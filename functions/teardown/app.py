@@ -1,0 +1,28 @@
+"""Teardown task: one idempotent deletion step per invoke (see voicestream.tasks.teardown)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from voicestream.tasks.teardown import Clients, run_step
+
+logger = Logger(service="teardown")
+tracer = Tracer(service="teardown")
+metrics = Metrics(service="teardown")
+
+clients = Clients()
+
+
+@logger.inject_lambda_context(log_event=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: Mapping[str, Any], context: LambdaContext) -> Mapping[str, Any]:
+    metrics.add_metric(name="TeardownSteps", unit=MetricUnit.Count, value=1)
+    result = run_step(event, clients)
+    logger.info("teardown step done", extra={"step": event.get("step"), "result": result})
+    return result

@@ -1,0 +1,1 @@
+"""Step Functions task logic: validate, benchmark and teardown (thin handlers live in functions/)."""
