@@ -152,6 +152,9 @@ def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[byt
 
 
 DEFAULT_MAX_EVENT_CHARS: Final = 8 * 1024 * 1024
+# Line breaks that str.splitlines() honours and json.dumps(ensure_ascii=False) leaves raw. They
+# can only sit inside JSON strings, where the \uXXXX escape means the same character.
+_ESCAPE_UNICODE_BREAKS: Final = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 _LINE_END: Final = re.compile(r"\r\n|\r|\n")
 
 
@@ -173,10 +176,12 @@ class SSEEvent:
 
 def encode_sse(event: str, data: Mapping[str, Any]) -> bytes:
     """One SSE event: ``event: <event>``, then `data` as compact JSON on one ``data:`` line."""
-    if not event or any(c in event for c in "\r\n"):
+    if not event or len(event.splitlines()) != 1 or event.splitlines()[0] != event:
         raise ValueError(f"SSE event name must be non-empty and single-line, got {event!r}")
-    # json.dumps escapes \r and \n inside strings, so the data stays on one line.
+    # json.dumps escapes \r, \n and other C0 controls; escape the Unicode line breaks too, so
+    # that even a client splitting with str.splitlines() sees one data line.
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    body = body.translate(_ESCAPE_UNICODE_BREAKS)
     return f"event: {event}\ndata: {body}\n\n".encode()
 
 

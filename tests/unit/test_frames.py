@@ -253,6 +253,34 @@ def test_sse_decoder_reassembles_across_any_splits(cuts: list[int]) -> None:
     assert decode_in_pieces(decoder.feed, decoder.close, split_at(STREAM, cuts)) == EXPECTED
 
 
+def test_encode_sse_escapes_unicode_line_breaks_for_naive_line_splitters() -> None:
+    encoded = encode_sse("x", {"t": "a\x85b\u2028c\u2029d"})
+    assert encoded.decode().splitlines() == ["event: x", 'data: {"t":"a\\u0085b\\u2028c\\u2029d"}', ""]
+    [event] = SSEDecoder().feed(encoded)
+    assert event.json() == {"t": "a\x85b\u2028c\u2029d"}
+
+
+sse_events = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=8).filter(lambda name: name.splitlines() == [name]),
+        st.dictionaries(st.text(max_size=4), json_values, max_size=3),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sse_events, st.data())
+def test_any_encoded_events_decode_to_themselves_across_any_splits(
+    events: list[tuple[str, dict[str, Any]]], data: st.DataObject
+) -> None:
+    stream = b"".join(encode_sse(name, body) for name, body in events)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
+    decoder = SSEDecoder()
+    decoded = decode_in_pieces(decoder.feed, decoder.close, split_at(stream, cuts))
+    assert [(e.event, e.json()) for e in decoded] == events
+
+
 def test_sse_cr_at_a_chunk_end_then_lf_is_one_line_end() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"data: x\r") == []
