@@ -22,6 +22,9 @@ help:
 	@echo "make serve   run the Kokoro server on 127.0.0.1:8080"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make lint    ruff + mypy"
+	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
+	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
+	@echo "make destroy teardown state machine, then sam delete"
 
 $(VENV)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
@@ -39,7 +42,24 @@ $(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0"
 	touch $@
 
-.PHONY: venv venv-torch
+# SAM CLI in an environment of its own: its pins (boto3, pydantic, click) fight the main one's.
+# awslambdaric sits beside it, apart (--target), for running built functions under SAM's runtime emulator.
+VENV_SAM := .venv-sam
+SAM_CLI_VERSION := 1.170.0
+AWSLAMBDARIC_VERSION := 4.2.2
+SAM := $(VENV_SAM)/bin/sam
+# sam build checks python3.12 on PATH, and a pyenv shim fails that check: put the interpreter's own bin first.
+SAM_PATH := $(dir $(PYTHON312)):$(PATH)
+
+$(VENV_SAM)/.stamp:
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(VENV_SAM)/bin/python || $(PYTHON312) -m venv $(VENV_SAM)
+	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) "aws-sam-cli==$(SAM_CLI_VERSION)"
+	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) --upgrade --target $(VENV_SAM)/rie "awslambdaric==$(AWSLAMBDARIC_VERSION)"
+	touch $@
+
+.PHONY: venv venv-torch venv-sam
+venv-sam: $(VENV_SAM)/.stamp
 venv: $(VENV)/.stamp
 venv-torch: $(VENV_TORCH)/.stamp
 
@@ -63,15 +83,30 @@ lint: venv
 
 .PHONY: test-unit
 test-unit: models
-	$(VENV)/bin/pytest tests --ignore=tests/torch
+	$(VENV)/bin/pytest tests --ignore=tests/torch --ignore=tests/sam
 
 .PHONY: test-torch
 test-torch: models venv-torch
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
 	$(VENV_TORCH)/bin/pytest --confcutdir=tests/torch tests/torch
 
+# The SAM application: lint with the transform applied, sam build, built functions run for real.
+.PHONY: test-sam
+test-sam: models venv venv-sam
+	SAM_CLI_TELEMETRY=0 $(VENV)/bin/pytest tests/sam
+
 .PHONY: test
-test: lint test-unit test-torch
+test: lint test-unit test-torch test-sam
+
+.PHONY: build deploy destroy
+build: venv-sam
+	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" $(SAM) build
+
+deploy: venv venv-sam
+	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" VOICESTREAM_SAM="$(abspath $(SAM))" $(VENV)/bin/voicestream deploy
+
+destroy: venv venv-sam
+	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" VOICESTREAM_SAM="$(abspath $(SAM))" $(VENV)/bin/voicestream destroy
 
 .PHONY: bench
 bench: models
