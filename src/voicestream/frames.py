@@ -58,7 +58,7 @@ def parse_control_frame(payload: bytes | str) -> dict[str, Any] | None:
         raw = bytes(payload)
         # Fast path: a JSON object starts with "{" and ends with "}" (after whitespace), which
         # rules out nearly every audio frame without decoding it.
-        if raw.strip(_JSON_WS)[:1] != b"{" or raw.rstrip(_JSON_WS)[-1:] != b"}":
+        if raw.lstrip(_JSON_WS)[:1] != b"{" or raw.rstrip(_JSON_WS)[-1:] != b"}":
             return None
         try:
             text = raw.decode("utf-8")
@@ -74,13 +74,12 @@ def parse_control_frame(payload: bytes | str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _might_be_json_object(payload: bytes) -> bool:
-    """True when SOME reasonable receiver could read `payload` as a JSON object.
+def _json_object_verdict(payload: bytes) -> bool | None:
+    """Could SOME reasonable receiver read `payload` as a JSON object? None: too deep to tell.
 
-    Deliberately more lenient than `parse_control_frame`, so that a False here is a guarantee:
-    it tolerates a leading BOM and replaces invalid UTF-8 (as browsers' TextDecoder does),
-    accepts NaN and control characters in strings, and treats nesting too deep to check as a
-    possible object.
+    Deliberately more lenient than `parse_control_frame`, so that False is a guarantee: it
+    tolerates a leading BOM and replaces invalid UTF-8 (as browsers' TextDecoder does), and
+    accepts NaN and raw control characters in strings.
     """
     raw = payload.lstrip(_JSON_WS)
     if raw.startswith(_UTF8_BOM):
@@ -92,25 +91,25 @@ def _might_be_json_object(payload: bytes) -> bool:
     except ValueError:
         return False
     except RecursionError:
-        return True
+        return None
     return isinstance(value, dict)
 
 
 def audio_frame_is_safe(payload: bytes) -> bool:
     """True when no receiver could mistake this audio payload for a control frame."""
-    return not _might_be_json_object(bytes(payload))
+    return _json_object_verdict(bytes(payload)) is False
 
 
 def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[bytes]:
     """Audio frames that carry `payload` and that no receiver could read as a JSON object.
 
-    Almost always ``[payload]`` unchanged (``[]`` for no bytes). A payload that could parse as an object is split
-    into two frames at a multiple of `sample_width` (2 for 16-bit PCM, 1 for byte formats such
-    as MP3), which keeps every frame whole samples and the bytes identical.
+    Almost always ``[payload]`` unchanged (``[]`` for no bytes). A payload that could parse as
+    an object is split into two frames at a multiple of `sample_width` (2 for 16-bit PCM, 1 for
+    byte formats such as MP3), which keeps every frame whole samples and the bytes identical.
 
-    Why a split always works except for one tiny family: let j be the offset of the object's
-    final ``}``, the brace that closes the top level. Cut at k = the largest multiple of
-    `sample_width` with k <= j (so k > 0 unless the object is ``{}``):
+    Why the split works except for one tiny family: let j be the offset of the object's final
+    ``}``, the brace that closes the top level. Cut at k = the largest multiple of
+    `sample_width` with k <= j (so k > 0 unless the object starts with ``{}``):
     - the first frame P[:k] lacks that brace. JSON is lexed left to right, so P[:k] yields P's
       tokens up to the cut; in P the depth returns to zero only at offset j, so in P[:k] it
       never does (a token cut in half is an unterminated string or a bare literal inside the
@@ -122,8 +121,8 @@ def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[byt
     That family (``{}`` plus whitespace, at most a few samples) cannot be split at an even
     offset without one half holding ``{}``, so its ``{`` byte, the low byte of a little-endian
     sample, is changed to ``z``: that sample moves by one least significant bit, inaudible.
-    Each candidate is still checked with the lenient parser, so the guarantee does not rest on
-    the argument alone.
+    Each half is still checked with the lenient parser wherever its nesting is shallow enough
+    to parse, so the guarantee does not rest on the argument alone.
     """
     if sample_width not in (1, 2):
         raise ValueError(f"sample_width must be 1 or 2, got {sample_width}")
@@ -132,17 +131,17 @@ def make_audio_frames_safe(payload: bytes, *, sample_width: int = 2) -> list[byt
         raise ValueError(f"audio payload of {len(data)} bytes is not whole {sample_width}-byte samples")
     if not data:
         return []  # nothing to send: an empty frame would carry nothing
-    if not _might_be_json_object(data):
+    if _json_object_verdict(data) is False:
         return [data]
-    closing = len(data.rstrip(_JSON_WS)) - 1  # the top-level "}" (checked above)
+    closing = len(data.rstrip(_JSON_WS)) - 1  # the top-level "}" (the verdict checked it is there)
     cut = closing - closing % sample_width
     if cut > 0:
         head, tail = data[:cut], data[cut:]
-        if not _might_be_json_object(head) and not _might_be_json_object(tail):
+        if _json_object_verdict(head) is not True and _json_object_verdict(tail) is not True:
             return [head, tail]
     opening = data.find(b"{")
     nudged = data[:opening] + b"z" + data[opening + 1 :]
-    if _might_be_json_object(nudged):  # pragma: no cover - unreachable by the argument above
+    if _json_object_verdict(nudged) is not False:  # pragma: no cover - unreachable by the argument
         raise AssertionError(f"could not make audio frame safe: {data!r}")
     return [nudged]
 

@@ -85,9 +85,9 @@ def test_everything_else_is_audio(payload: bytes) -> None:
 
 def test_ordinary_pcm_is_sent_unchanged() -> None:
     pcm = bytes(range(256)) * 4
-    frames = make_audio_frames_safe(pcm)
-    assert frames == [pcm]
-    assert frames[0] is not None and audio_frame_is_safe(pcm)
+    assert make_audio_frames_safe(pcm) == [pcm]
+    assert audio_frame_is_safe(pcm)
+    assert make_audio_frames_safe(b"") == []  # no bytes, no frame
 
 
 @pytest.mark.parametrize(
@@ -124,6 +124,15 @@ def test_empty_object_family_is_nudged_by_one_least_significant_bit(payload: byt
     assert len(changed) == 1
     i = changed[0]
     assert i % 2 == 0 and payload[i] - frame[i] == 1  # the low byte of one little-endian sample
+
+
+def test_object_too_deep_to_parse_is_still_split_losslessly() -> None:
+    payload = b'{"ab":' + b"[" * 50_000 + b"]" * 50_000 + b"} "
+    assert not audio_frame_is_safe(payload)  # cannot prove it safe, so it is not
+    frames = make_audio_frames_safe(payload)
+    assert b"".join(frames) == payload and len(frames) == 2
+    assert all(len(f) % 2 == 0 and parse_control_frame(f) is None for f in frames)
+    assert frames[1] == b"} "  # the first frame lacks the closing brace, the second is no object
 
 
 def test_byte_formats_are_always_split_without_change() -> None:
