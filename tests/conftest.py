@@ -1,0 +1,61 @@
+"""Shared fixtures: one real Kokoro engine per test run, and the real server around it.
+
+- `kokoro_engine`: the int8 ONNX engine, loaded once (session scope).
+- `kokoro_server`: the real app under uvicorn on 127.0.0.1:<free port> with that engine and
+  default limits; `.http_url`, `.ws_url`, `.runtime`, `.task_names()` (see tests/support/server.py).
+- `server_factory`: start another server on the same engine with other limits, e.g.
+  `with server_factory(Limits(idle_timeout_s=1)) as server: ...`.
+- `asr`: offline Whisper (tests/support/asr.py): `asr.transcribe(audio)`, `asr.word_error_rate(ref, hyp)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.support import asr as asr_module
+from tests.support.server import LiveServer, start_server
+from voicestream.engine.base import SpeechEngine
+from voicestream.protocol import Limits
+
+ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
+
+# The machine is small and shared: one inference thread per synthesis keeps tests from starving
+# each other; VOICESTREAM_TEST_THREADS overrides it.
+TEST_THREADS = int(os.environ.get("VOICESTREAM_TEST_THREADS", "2"))
+
+
+@pytest.fixture(scope="session")
+def kokoro_engine() -> SpeechEngine:
+    from voicestream.engine import load_engine
+
+    return load_engine("onnx", threads=TEST_THREADS)
+
+
+@pytest.fixture(scope="session")
+def server_factory(kokoro_engine: SpeechEngine) -> ServerFactory:
+    from voicestream.server import create_app
+
+    @contextlib.contextmanager
+    def factory(limits: Limits | None = None, **options: Any) -> Iterator[LiveServer]:
+        app = create_app(kokoro_engine, limits or Limits(), **options)
+        with start_server(app) as server:
+            yield server
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def kokoro_server(server_factory: ServerFactory) -> Iterator[LiveServer]:
+    with server_factory(Limits()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def asr() -> ModuleType:
+    return asr_module
