@@ -1,0 +1,115 @@
+"""The speak function's settings, from the environment (the SAM template sets them in AWS).
+
+Which speech server: `KOKORO_WS_URL` (a server's base or bidi-route URL; local runs, tests)
+or `SAGEMAKER_ENDPOINT_NAME` (+ `AWS_REGION`) for the deployed endpoint. Exactly one.
+Which model writes replies to a prompt: `BEDROCK_MODEL_ID` (Strands on Bedrock); without it a
+prompt is answered by replaying the canned agent reply (offline), at the replay pace.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from voicestream.client import BidiSession
+
+from .sources import DEFAULT_SYSTEM_PROMPT, BedrockSettings, Pace
+from .speak import SessionFactory
+
+
+class ConfigError(ValueError):
+    """The environment does not describe a usable speak function."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakConfig:
+    kokoro_ws_url: str | None = None
+    sagemaker_endpoint: str | None = None
+    region: str | None = None
+    bedrock: BedrockSettings | None = None
+    replay_pace: Pace = field(default_factory=Pace)
+    max_duration_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    silence_timeout_s: float = 30.0
+    close_timeout_s: float = 3.0
+    service: str = "voicestream-speak"
+    metrics_namespace: str = "voicestream"
+
+    def __post_init__(self) -> None:
+        if bool(self.kokoro_ws_url) == bool(self.sagemaker_endpoint):
+            raise ConfigError("set exactly one of KOKORO_WS_URL (local server) or SAGEMAKER_ENDPOINT_NAME (deployed)")
+        if self.sagemaker_endpoint and not self.region:
+            raise ConfigError("SAGEMAKER_ENDPOINT_NAME needs AWS_REGION")
+        for name in ("max_duration_s", "connect_timeout_s", "silence_timeout_s", "close_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+
+    @property
+    def tts_description(self) -> str:
+        if self.kokoro_ws_url:
+            return f"websocket {self.kokoro_ws_url}"
+        return f"SageMaker endpoint {self.sagemaker_endpoint} ({self.region})"
+
+    @property
+    def agent_description(self) -> str:
+        return f"bedrock:{self.bedrock.model_id}" if self.bedrock else "replay"
+
+    def session_factory(self) -> SessionFactory:
+        """Unopened sessions to the configured speech server, one per reply."""
+        url, endpoint, region = self.kokoro_ws_url, self.sagemaker_endpoint, self.region
+        connect, silence, close = self.connect_timeout_s, self.silence_timeout_s, self.close_timeout_s
+        if url:
+            return lambda: BidiSession.websocket(
+                url, connect_timeout=connect, silence_timeout=silence, close_timeout=close
+            )
+        assert endpoint and region  # checked in __post_init__
+        return lambda: BidiSession.sagemaker(
+            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SpeakConfig:
+        env = os.environ if environ is None else environ
+        region = _get(env, "AWS_REGION") or _get(env, "AWS_DEFAULT_REGION")
+        model_id = _get(env, "BEDROCK_MODEL_ID")
+        bedrock = None
+        if model_id:
+            bedrock = BedrockSettings(
+                model_id=model_id,
+                region=region or "us-east-1",
+                endpoint_url=_get(env, "BEDROCK_ENDPOINT_URL"),
+                system_prompt=_get(env, "SPEAK_SYSTEM_PROMPT") or DEFAULT_SYSTEM_PROMPT,
+                max_tokens=int(_number(env, "BEDROCK_MAX_TOKENS", 400)),
+            )
+        return cls(
+            kokoro_ws_url=_get(env, "KOKORO_WS_URL"),
+            sagemaker_endpoint=_get(env, "SAGEMAKER_ENDPOINT_NAME"),
+            region=region,
+            bedrock=bedrock,
+            replay_pace=Pace(
+                first_token_s=_number(env, "REPLAY_FIRST_TOKEN_MS", 300) / 1000,
+                tokens_per_s=_number(env, "REPLAY_TOKENS_PER_S", 50),
+            ),
+            max_duration_s=_number(env, "SPEAK_MAX_DURATION_S", 300),
+            silence_timeout_s=_number(env, "SPEAK_SILENCE_TIMEOUT_S", 30),
+            service=_get(env, "POWERTOOLS_SERVICE_NAME") or "voicestream-speak",
+            metrics_namespace=_get(env, "POWERTOOLS_METRICS_NAMESPACE") or "voicestream",
+        )
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
