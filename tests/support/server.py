@@ -63,6 +63,14 @@ class LiveServer:
     def session_tasks(self) -> list[str]:
         return [name for name in self.task_names() if name.startswith("voicestream-")]
 
+    def wait_until(self, condition: Callable[[LiveServer], bool], wait_s: float = 60.0) -> None:
+        """`until` for synchronous tests."""
+        deadline = time.monotonic() + wait_s
+        while not condition(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not reached within {wait_s} s: {condition}")
+            time.sleep(0.05)
+
     async def until(self, condition: Callable[[LiveServer], bool], wait_s: float = 60.0) -> None:
         """Poll until `condition(server)` holds, letting the caller's loop run meanwhile (its
         sockets must close); fail with a clear message when it never does."""
