@@ -1,0 +1,121 @@
+"""The container without Docker: its Dockerfile linted and checked, its `serve` entrypoint run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from dockerfile_parse import DockerfileParser
+from tests.support.server import wait_for_ping
+
+from voicestream.engine.assets import default_model_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "container" / "Dockerfile"
+SERVE = ROOT / "container" / "serve"
+
+
+def tool(name: str) -> str:
+    """A linter installed with the dev extra (next to this interpreter), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    assert found, f"{name} is not installed: pip install the project's dev extra"
+    return found
+
+
+def test_hadolint_passes() -> None:
+    result = subprocess.run([tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_shellcheck_passes_the_entrypoint() -> None:
+    result = subprocess.run([tool("shellcheck"), str(SERVE)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> DockerfileParser:
+    return DockerfileParser(path=str(DOCKERFILE))
+
+
+def instructions(dockerfile: DockerfileParser, name: str) -> list[str]:
+    return [item["value"] for item in dockerfile.structure if item["instruction"] == name]
+
+
+def test_base_image_is_cuda_pytorch_2_10_or_later(dockerfile: DockerfileParser) -> None:
+    match = re.fullmatch(r"pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime", dockerfile.baseimage)
+    assert match, dockerfile.baseimage
+    assert (int(match[1]), int(match[2])) >= (2, 10)
+
+
+def test_sagemaker_contract(dockerfile: DockerfileParser) -> None:
+    assert dockerfile.labels["com.amazonaws.sagemaker.capabilities.bidirectional-streaming"] == "true"
+    assert instructions(dockerfile, "EXPOSE") == ["8080"]
+    assert dockerfile.envs["VOICESTREAM_PORT"] == "8080"
+    assert dockerfile.envs["VOICESTREAM_MODEL_DIR"] == "/opt/ml/model"
+    assert dockerfile.envs["VOICESTREAM_BACKEND"] == "torch"
+    assert json.loads(instructions(dockerfile, "CMD")[0]) == ["serve"]
+    assert "--chmod=0755 container/serve /usr/local/bin/serve" in instructions(dockerfile, "COPY")
+
+
+def test_installs_the_package_with_its_torch_extra_and_the_spacy_shim(dockerfile: DockerfileParser) -> None:
+    (install,) = [run for run in instructions(dockerfile, "RUN") if "pip install" in run]
+    assert '".[torch,engine]"' in install and "./packaging/en_core_web_sm" in install
+
+
+def test_every_copied_path_exists_and_is_in_the_build_context(dockerfile: DockerfileParser) -> None:
+    ignore = (ROOT / "container" / "Dockerfile.dockerignore").read_text().split()
+    allowed = {line.removeprefix("!").rstrip("/") for line in ignore if line.startswith("!")}
+    for copy in instructions(dockerfile, "COPY"):
+        sources = [part for part in copy.split()[:-1] if not part.startswith("--")]
+        for source in sources:
+            assert (ROOT / source).exists(), source
+            assert source.rstrip("/") in allowed, f"{source} is excluded by Dockerfile.dockerignore"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_serve_entrypoint_starts_the_server_and_stops_on_sigterm() -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VOICESTREAM_PYTHON": sys.executable,
+        "VOICESTREAM_BACKEND": "onnx",  # the CPU engine: the image's torch default needs the GPU build
+        "VOICESTREAM_HOST": "127.0.0.1",
+        "VOICESTREAM_PORT": str(port),
+        "VOICESTREAM_THREADS": "1",
+        "VOICESTREAM_MODEL_DIR": str(default_model_dir()),
+    }
+    # `serve` exactly as SageMaker passes it (docker run <image> serve).
+    process = subprocess.Popen(
+        [str(SERVE), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        wait_for_ping(f"http://127.0.0.1:{port}", 300)
+        response = httpx.post(f"http://127.0.0.1:{port}/invocations", json={"text": "Hi."}, timeout=120)
+        assert response.status_code == 200 and len(response.content) > 4800
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells why.
+    assert process.returncode in (0, -signal.SIGTERM), output
+    assert "Application shutdown complete." in output
+    lines = [line for line in output.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is a JSON object
+    events = [record["event"] for record in records]
+    assert "engine_ready" in events and "invocation_done" in events
+    assert all("request_id" in record and "session_id" in record for record in records)
