@@ -25,8 +25,8 @@ from voicestream.protocol import Limits
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
 
-# The machine is small and shared: one inference thread per synthesis keeps tests from starving
-# each other; VOICESTREAM_TEST_THREADS overrides it.
+# The machine is small and shared: two inference threads per synthesis; VOICESTREAM_TEST_THREADS
+# overrides it.
 TEST_THREADS = int(os.environ.get("VOICESTREAM_TEST_THREADS", "2"))
 
 
@@ -42,9 +42,11 @@ def server_factory(kokoro_engine: SpeechEngine) -> ServerFactory:
     from voicestream.server import create_app
 
     @contextlib.contextmanager
-    def factory(limits: Limits | None = None, **options: Any) -> Iterator[LiveServer]:
-        app = create_app(kokoro_engine, limits or Limits(), **options)
-        with start_server(app) as server:
+    def factory(
+        limits: Limits | None = None, send_buffer: int | None = None, **app_options: Any
+    ) -> Iterator[LiveServer]:
+        app = create_app(kokoro_engine, limits or Limits(), **app_options)
+        with start_server(app, send_buffer=send_buffer) as server:
             yield server
 
     return factory

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -83,10 +84,15 @@ class LiveServer:
 
 @contextlib.contextmanager
 def start_server(
-    app: Starlette, ready_timeout: float = 300.0, wait_ready: bool = True, **uvicorn_options: Any
+    app: Starlette,
+    ready_timeout: float = 300.0,
+    wait_ready: bool = True,
+    send_buffer: int | None = None,
+    **uvicorn_options: Any,
 ) -> Iterator[LiveServer]:
     """Run `app` on 127.0.0.1:<free port> until the block ends; waits for /ping 200 unless
-    `wait_ready` is False."""
+    `wait_ready` is False. `send_buffer` fixes the kernel send buffer of accepted connections
+    (Linux copies it from the listening socket), so backpressure is reached within kilobytes."""
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -97,7 +103,14 @@ def start_server(
         **uvicorn_options,
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-test-server", daemon=True)
+    sockets = None
+    if send_buffer is not None:
+        listener_socket = socket.socket()
+        listener_socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        listener_socket.bind(("127.0.0.1", 0))
+        listener_socket.listen()
+        sockets = [listener_socket]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, name="uvicorn-test-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
