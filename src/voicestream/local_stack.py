@@ -1,0 +1,141 @@
+"""The local stack: what `voicestream serve` (and `make serve`) runs on a laptop, in one process.
+
+One Starlette app on one port composes three apps that are deployed separately on AWS:
+
+- the Kokoro server (`voicestream.server`): /ping, POST /invocations, WS /invocations-bidirectional-stream
+- the speak function (`voicestream.agent.app`): POST /speak, GET /health; its bidi sessions go to
+  this same process's WebSocket route, exactly as the deployed function's go to SageMaker
+- the browser client (`voicestream/web/`): the page at /, plus GET /voices for its voice picker
+
+Each sub-app keeps its own routes, middleware and error handling; this module only routes
+paths to them and runs the Kokoro server's lifespan (the engine loads in the background while
+/ping answers 503). Nothing here re-implements behaviour of the parts it composes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from voicestream.agent.app import create_app as create_speak_app
+from voicestream.agent.config import SpeakConfig
+from voicestream.engine.base import DEFAULT_VOICE, SpeechEngine
+from voicestream.protocol import Limits
+from voicestream.server.app import BIDI_PATH
+from voicestream.server.app import create_app as create_kokoro_app
+from voicestream.server.runtime import ServerRuntime
+
+WEB_DIR = Path(__file__).parent / "web"
+
+
+def connect_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to `host` (wildcards via loopback)."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def kokoro_ws_url(host: str, port: int) -> str:
+    """The URL of this process's own bidi route, for the speak app's sessions."""
+    return f"ws://{connect_host(host)}:{port}{BIDI_PATH}"
+
+
+def local_speak_config(ws_url: str, environ: Mapping[str, str] | None = None) -> SpeakConfig:
+    """The speak function's settings from the environment (BEDROCK_MODEL_ID, REPLAY_*, …), but
+    always speaking through the local Kokoro server, never a SageMaker endpoint."""
+    env = dict(os.environ if environ is None else environ)
+    env.pop("SAGEMAKER_ENDPOINT_NAME", None)
+    env["KOKORO_WS_URL"] = ws_url
+    return SpeakConfig.from_env(env)
+
+
+def create_local_app(
+    engine: SpeechEngine | Callable[[], SpeechEngine],
+    *,
+    speak_config: SpeakConfig,
+    limits: Limits | None = None,
+    synth_workers: int = 2,
+    log_stream: TextIO | None = None,
+    web_dir: Path = WEB_DIR,
+) -> Starlette:
+    """The composed app. `speak_config.kokoro_ws_url` must point at this app's own bidi route
+    (see `kokoro_ws_url`): the port is the caller's to choose, so the caller builds it."""
+    kokoro = create_kokoro_app(engine, limits, synth_workers=synth_workers)
+    speak = create_speak_app(speak_config, log_stream=log_stream)
+    runtime: ServerRuntime = kokoro.state.runtime
+
+    async def voices(request: Request) -> JSONResponse:
+        if not runtime.ready:
+            message = f"the model is {runtime.readiness.value}" + (f": {runtime.error}" if runtime.error else "")
+            return JSONResponse({"error": "not_ready", "message": message}, status_code=503)
+        return JSONResponse({"voices": list(runtime.engine.voices()), "default": DEFAULT_VOICE})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with kokoro.router.lifespan_context(kokoro):
+            yield
+
+    # A Starlette app given as a route's endpoint is called as a plain ASGI app with the path
+    # unchanged, so each sub-app routes, handles errors and finds its own state as it would alone.
+    app = Starlette(
+        routes=[
+            Route("/ping", kokoro),
+            Route("/invocations", kokoro),
+            WebSocketRoute(BIDI_PATH, kokoro),
+            Route("/speak", speak),
+            Route("/health", speak),
+            Route("/voices", voices, methods=["GET"]),
+            Mount("/", StaticFiles(directory=web_dir, html=True), name="web"),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.state.kokoro = kokoro
+    app.state.speak = speak
+    return app
+
+
+def run(
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    backend: str | None = None,
+    threads: int | None = None,
+    model_dir: Path | None = None,
+) -> None:
+    """Serve the local stack until interrupted (`voicestream serve`)."""
+    import uvicorn
+
+    from voicestream.engine import create_engine
+    from voicestream.server.config import ServerConfig
+    from voicestream.server.logs import logging_config
+
+    config = ServerConfig.from_env()
+    backend = backend or config.backend
+    threads = threads or config.threads
+    model_dir = model_dir or config.model_dir
+    app = create_local_app(
+        lambda: create_engine(backend, model_dir, threads),
+        speak_config=local_speak_config(kokoro_ws_url(host, port)),
+        limits=Limits.from_env(),
+        synth_workers=config.synth_workers,
+    )
+    print(f"voicestream: the page is at http://{connect_host(host)}:{port}/", flush=True)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        ws="websockets-sansio",
+        log_config=logging_config(config.log_level),
+        timeout_graceful_shutdown=5,
+    )
