@@ -1,8 +1,8 @@
 """SageMaker's InvokeEndpointWithResponseStream, played at the HTTP boundary over a real socket.
 
 moto does not implement this operation, and no machine here reaches AWS. This Starlette app is
-what boto3 talks HTTP to (the client's `endpoint_url` points here): it checks that the request
-is SigV4-signed for SageMaker, forwards the body to the model container's POST /invocations as
+what boto3 talks HTTP to (the client's `endpoint_url` points here): it verifies the request's
+SigV4 signature for SageMaker (403 otherwise), forwards the body to the model container's POST /invocations as
 SageMaker does, and answers each chunk the container streams as a `PayloadPart` event in the
 AWS event-stream encoding (a container error becomes SageMaker's 424 ModelError). Everything
 above the socket is boto3's real serializer, signer and event-stream parser.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import binascii
 import struct
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from tests.statemachines.sigv4 import RequireSigV4
 
 _STRING = 7  # event-stream header value type
 
@@ -51,19 +52,19 @@ class FakeResponseStreamRuntime:
 
     region: str
     endpoints: dict[str, str]
+    secrets: Callable[[], Mapping[str, str]]
     calls: list[dict[str, str]] = field(default_factory=list)
+    rejections: list[str] = field(default_factory=list)
 
     def app(self) -> Starlette:
-        return Starlette(
-            routes=[Route("/endpoints/{name}/invocations-response-stream", self._invoke, methods=["POST"])]
+        app = Starlette(routes=[Route("/endpoints/{name}/invocations-response-stream", self._invoke, methods=["POST"])])
+        app.add_middleware(
+            RequireSigV4, secrets=self.secrets, region=self.region, service="sagemaker", rejections=self.rejections
         )
+        return app
 
     async def _invoke(self, request: Request) -> Response:
         name = request.path_params["name"]
-        authorization = request.headers.get("authorization", "")
-        scope = f"/{self.region}/sagemaker/aws4_request"
-        if not authorization.startswith("AWS4-HMAC-SHA256 ") or scope not in authorization:
-            return _error(403, "InvalidSignatureException", f"request not SigV4-signed for {scope}")
         model = self.endpoints.get(name)
         if model is None:
             return _error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")

@@ -92,7 +92,9 @@ def sagemaker_in_front_of(server: LiveServer, kokoro_server: LiveServer) -> Iter
     # mock_aws installs its own fake credentials in the environment; the SDK signs with those.
     credentials = {os.environ["AWS_ACCESS_KEY_ID"]: os.environ["AWS_SECRET_ACCESS_KEY"]}
     bidi = FakeSageMakerRuntime(region=REGION, credentials=credentials, endpoints={ENDPOINT: server.ws_url})
-    stream = FakeResponseStreamRuntime(region=REGION, endpoints={ENDPOINT: kokoro_server.http_url})
+    stream = FakeResponseStreamRuntime(
+        region=REGION, endpoints={ENDPOINT: kokoro_server.http_url}, secrets=lambda: credentials
+    )
     with start_server(stream.app(), wait_ready=False) as runtime_server:
         runtime = boto3.client("sagemaker-runtime", region_name=REGION, endpoint_url=runtime_server.http_url)
         yield EndpointValidator(http_client_factory=bidi.connection, runtime_client=runtime), (bidi, stream)
@@ -136,6 +138,7 @@ def test_passes_against_the_real_kokoro_server(
     assert len(bidi.streams) == 1
     assert {part.data_type for part in bidi.streams[0].received} == {"BINARY"}
     assert len(stream.calls) == 1
+    assert stream.rejections == []
 
 
 def test_fails_with_a_clear_cause_against_a_server_that_reads_only_text_frames(
