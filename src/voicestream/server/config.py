@@ -36,11 +36,12 @@ class ServerConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerConfig:
         env = os.environ if environ is None else environ
         model_dir = env.get("VOICESTREAM_MODEL_DIR")
+        workers = _int(env, "VOICESTREAM_SYNTH_WORKERS")
         return cls(
             backend=env.get("VOICESTREAM_BACKEND") or None,
             model_dir=Path(model_dir) if model_dir else None,
             threads=_int(env, "VOICESTREAM_THREADS"),
-            synth_workers=_int(env, "VOICESTREAM_SYNTH_WORKERS") or 2,
+            synth_workers=2 if workers is None else workers,
             log_level=(env.get("VOICESTREAM_LOG_LEVEL") or "INFO").upper(),
         )
 
