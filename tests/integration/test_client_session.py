@@ -122,4 +122,4 @@ async def test_errors_pings_and_a_polite_close(kokoro_server: LiveServer) -> Non
             await session.close()
             tail = [event async for event in session.events()]
         assert [type(event) for event in tail] == [SessionClosed], tail
-    kokoro_server.wait_until(lambda server: not server.session_tasks(), timeout=30)
+    await kokoro_server.until(lambda server: not server.session_tasks(), wait_s=30)
