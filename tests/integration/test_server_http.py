@@ -127,7 +127,7 @@ def test_sse_mp3_reassembles_into_speech(kokoro_server: LiveServer, asr: ModuleT
     mp3 = b"".join(base64.b64decode(chunk["data"]) for chunk in chunks)
     assert end["audio_bytes"] == len(mp3)
     assert end["first_audio_ms"] <= end["total_ms"] and end["synth_ms"] > 0
-    with av.open(io.BytesIO(mp3), format="mp3") as container:
+    with av.open(io.BytesIO(mp3), mode="r", format="mp3") as container:
         decoded = np.concatenate([frame.to_ndarray().reshape(-1) for frame in container.decode(audio=0)])
     assert asr.word_error_rate(text, asr.transcribe(decoded.astype(np.float32))) <= 0.2
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from voicestream.audio import (
     WAV_UNKNOWN_SIZE,
+    AudioEncoder,
     Framer,
     Mp3Encoder,
     PcmEncoder,
@@ -31,11 +32,11 @@ def tone(seconds: float, hz: float = 440.0) -> np.ndarray:
     return (0.5 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
 
 
-def encode_in_pieces(encoder: object, audio: np.ndarray, pieces: int = 7) -> bytes:
+def encode_in_pieces(encoder: AudioEncoder, audio: np.ndarray, pieces: int = 7) -> bytes:
     out = b""
     for part in np.array_split(audio, pieces):
-        out += encoder.encode(part)  # type: ignore[attr-defined]
-    return out + encoder.finish()  # type: ignore[attr-defined]
+        out += encoder.encode(part)
+    return out + encoder.finish()
 
 
 def test_pcm_is_clipped_little_endian_int16() -> None:
@@ -80,7 +81,7 @@ def test_wav_header_with_a_known_size() -> None:
 
 
 def decode_mp3(data: bytes) -> tuple[np.ndarray, int]:
-    with av.open(io.BytesIO(data), format="mp3") as container:
+    with av.open(io.BytesIO(data), mode="r", format="mp3") as container:
         stream = container.streams.audio[0]
         chunks = [frame.to_ndarray().reshape(-1) for frame in container.decode(stream)]
         return np.concatenate(chunks), stream.rate
