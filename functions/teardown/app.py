@@ -23,6 +23,6 @@ clients = Clients()
 @metrics.log_metrics
 def handler(event: Mapping[str, Any], context: LambdaContext) -> Mapping[str, Any]:
     metrics.add_metric(name="TeardownSteps", unit=MetricUnit.Count, value=1)
-    result = run_step(event, clients)
+    result = run_step(event, clients, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
     logger.info("teardown step done", extra={"step": event.get("step"), "result": result})
     return result

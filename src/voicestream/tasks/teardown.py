@@ -11,7 +11,7 @@ same code runs in Lambda and against moto in the tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, TypedDict
 
 from botocore.exceptions import ClientError
@@ -24,6 +24,8 @@ Status = Literal["deleted", "deleting", "already_gone"]
 # DeleteObjects takes at most 1000 keys, BatchDeleteImage at most 100 image ids.
 S3_BATCH = 1000
 ECR_BATCH = 100
+# empty_bucket starts no new batch with less time than this left in the Lambda invocation.
+TIME_RESERVE_S = 30.0
 
 
 class TeardownError(Exception):
@@ -118,19 +120,29 @@ def delete_model(sagemaker: Any, name: str) -> ResourceResult:
 # -- S3 ----------------------------------------------------------------------------------------
 
 
-def empty_bucket(s3: Any, bucket: str, *, max_batches: int = 0, totals: BucketResult | None = None) -> BucketResult:
+def empty_bucket(
+    s3: Any,
+    bucket: str,
+    *,
+    max_batches: int = 0,
+    totals: BucketResult | None = None,
+    time_left_s: Callable[[], float] | None = None,
+) -> BucketResult:
     """Delete every object version and delete marker, one listing page (≤1000) per batch.
 
-    Stops after `max_batches` batches (0 = no limit) with `done` False, so the state machine can
-    call again and a bucket of any size fits in Lambda's time limit. `totals` carries the counts
-    of earlier calls forward. Each batch lists from the start: what was deleted is gone from the
-    listing, so no marker is needed and concurrent changes cannot make us skip anything.
+    Stops with `done` False after `max_batches` batches (0 = no limit), or when `time_left_s()`
+    drops below TIME_RESERVE_S, so the state machine calls again and a bucket of any size fits
+    in Lambda's time limit. `totals` carries the counts of earlier calls forward. Each batch
+    lists from the start: what was deleted is gone from the listing, so no marker is needed
+    and concurrent changes cannot make us skip anything.
     """
     result: BucketResult = totals.copy() if totals else _empty_totals(bucket)
     result["bucket"], result["done"] = bucket, False
     result["calls"] += 1
     batches = 0
     while not max_batches or batches < max_batches:
+        if batches and time_left_s is not None and time_left_s() < TIME_RESERVE_S:
+            break
         try:
             page = s3.list_object_versions(Bucket=bucket, MaxKeys=S3_BATCH)
         except ClientError as exc:
@@ -228,8 +240,11 @@ class Clients:
         return self._made[service]
 
 
-def run_step(event: Mapping[str, Any], clients: Clients) -> Mapping[str, Any]:
-    """One teardown step, chosen by `event["step"]`; the state machine passes names in the event."""
+def run_step(
+    event: Mapping[str, Any], clients: Clients, time_left_s: Callable[[], float] | None = None
+) -> Mapping[str, Any]:
+    """One teardown step, chosen by `event["step"]`; the state machine passes names in the event.
+    `time_left_s` is the invocation's remaining time (bounds how long a bucket is emptied)."""
     step = event.get("step")
     if step == "delete_endpoint":
         return delete_endpoint(clients["sagemaker"], _name(event, "endpoint_name"))
@@ -242,7 +257,11 @@ def run_step(event: Mapping[str, Any], clients: Clients) -> Mapping[str, Any]:
     if step == "empty_bucket":
         totals = event.get("totals") or None
         return empty_bucket(
-            clients["s3"], _name(event, "bucket"), max_batches=int(event.get("max_batches", 0)), totals=totals
+            clients["s3"],
+            _name(event, "bucket"),
+            max_batches=int(event.get("max_batches", 0)),
+            totals=totals,
+            time_left_s=time_left_s,
         )
     if step == "delete_images":
         return delete_images(clients["ecr"], _name(event, "repository"))
