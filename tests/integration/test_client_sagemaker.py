@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -145,6 +146,16 @@ async def test_unknown_endpoint_is_rejected_at_connect() -> None:
         fake = FakeSageMakerRuntime(region=REGION, credentials={ACCESS_KEY: SECRET_KEY}, endpoints={"other": model_url})
         with pytest.raises(SessionConnectError, match="InputValidationError: Endpoint kokoro-tts not found"):
             await session_via(fake.connection()).connect()
+
+
+async def test_unreachable_endpoint_through_the_real_crt_transport() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = SageMakerTransport(ENDPOINT, REGION, endpoint_uri=f"https://127.0.0.1:{port}")
+    async with asyncio.timeout(BOUND_S):
+        with pytest.raises(SessionConnectError, match=f"cannot open SageMaker endpoint 'kokoro-tts'.*127.0.0.1:{port}"):
+            await BidiSession(transport, connect_timeout=30).connect()
 
 
 class TamperingConnection(FakeSageMakerConnection):

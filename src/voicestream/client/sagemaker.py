@@ -123,7 +123,7 @@ class SageMakerTransport:
             # The service answers the HTTP/2 request before any event flows; errors such as
             # a bad signature or an unknown endpoint surface here.
             _, self._receiver = await self._stream.await_output()
-        except (SmithyError, OSError, RuntimeError) as exc:
+        except Exception as exc:  # config, credentials, TLS, HTTP status: all mean "not open"
             await self.close()
             raise SessionConnectError(f"cannot open {self.description}: {_describe(exc)}") from exc
 
