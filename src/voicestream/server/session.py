@@ -129,6 +129,9 @@ class BidiSession:
             reason = await self._receive_loop()
         except DISCONNECT_ERRORS:
             reason = "disconnect"
+        except Exception as error:  # a bug: end this session cleanly, keep the server serving
+            log_event("session_failed", logging.ERROR, exc_info=True, error=repr(error))
+            reason = "internal_error"
         finally:
             await self._stop_pipeline()
             log_event(
