@@ -1,8 +1,9 @@
 """The page in a real headless Chromium against the real local stack and the real model.
 
-One short text is spoken to the end (binary transport, bidi); one longer text is stopped at
-its first audio (SSE transport); two failures must show in the page: a refused request (4xx)
-and an error event in the middle of a stream. Waits are for states, never for durations.
+One short text is spoken to the end (binary transport, bidi, PCM through the AudioWorklet),
+one sentence as MP3 through MediaSource (SSE, batch); one longer text is stopped at its first
+audio (SSE); two failures must show in the page: a refused request (4xx) and an error event
+in the middle of a stream. Waits are for states, never for durations.
 """
 
 from __future__ import annotations
@@ -97,6 +98,22 @@ def test_speak_schedules_audio_and_shows_first_audio(
 
     browser.screenshot(artifacts / "speak.png")
     (artifacts / "speak-stats.json").write_text(json.dumps({"stats": stats, "timeline": entries}, indent=2))
+    assert browser.problems() == []
+
+
+def test_mp3_plays_through_media_source(local_stack: LocalStack, browser: Browser) -> None:
+    open_page(browser, page_url(local_stack, text="Hi there.", format="mp3", mode="batch", transport="sse"))
+    assert browser.eval("MediaSource.isTypeSupported('audio/mpeg')") is True
+    browser.click("#speak")
+    browser.wait(FINISHED, timeout_s=240)
+    stats = browser.eval(STATS)
+    assert stats["state"] == "complete", stats
+    assert stats["transport"] == "sse"
+    assert stats["bytesReceived"] == stats["doneAudioBytes"] > 0
+    # The <audio> element played the MediaSource to its end: 'playing' then 'ended' fired.
+    order = kinds(browser)
+    assert order.index("first-audio") < order.index("first-sound") and order[-1] == "drained"
+    assert browser.eval("document.getElementById('mp3-audio').ended") is True
     assert browser.problems() == []
 
 

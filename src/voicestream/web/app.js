@@ -208,9 +208,8 @@ class Reply {
       this.player = new PcmStreamPlayer({ sampleRate: event.sample_rate || DEFAULT_SAMPLE_RATE, format });
     }
     this.player.onStarted = () => {
-      page.stats.firstSoundMs = Math.round(this.now());
+      page.stats.firstSoundMs = this.log('first-sound', 'playback started').t_ms;
       setTiming('first_sound', ms(page.stats.firstSoundMs));
-      this.log('first-sound', 'playback started');
     };
     this.player.onProgress = (stats) => {
       page.stats.samplesPlayed = stats.samplesPlayed;
@@ -221,17 +220,16 @@ class Reply {
 
   on_text_delta(event) {
     if (page.stats.firstTextMs === null) {
-      page.stats.firstTextMs = Math.round(this.now());
+      page.stats.firstTextMs = this.log('first-text', 'first text', '', event.t_ms).t_ms;
       setTiming('first_text', ms(page.stats.firstTextMs));
-      this.log('first-text', 'first text', '', event.t_ms);
     }
     ui.reply.textContent += event.text;
   }
 
   on_sentence(event) {
     page.stats.sentences++;
-    if (event.index === 0) setTiming('first_sentence', ms(this.now()));
-    this.log('sentence', `sentence ${event.index + 1} cut`, event.text, event.t_ms);
+    const entry = this.log('sentence', `sentence ${event.index + 1} cut`, event.text, event.t_ms);
+    if (event.index === 0) setTiming('first_sentence', ms(entry.t_ms));
   }
 
   on_audio_chunk(event) {
@@ -239,9 +237,8 @@ class Reply {
     page.stats.audioChunks++;
     page.stats.bytesReceived += event.audio.length;
     if (page.stats.firstAudioMs === null) {
-      page.stats.firstAudioMs = Math.round(this.now());
+      page.stats.firstAudioMs = this.log('first-audio', 'first audio', '', event.t_ms).t_ms;
       setTiming('first_audio', ms(page.stats.firstAudioMs));
-      this.log('first-audio', 'first audio', '', event.t_ms);
     }
     if (!this.seenAudio.has(event.index)) {
       this.seenAudio.add(event.index);
@@ -270,8 +267,8 @@ class Reply {
     const firstAudio = page.timeline.find((entry) => entry.kind === 'first-audio');
     if (firstAudio && firstAudio.server_t_ms === null) this.setServerTime(firstAudio, event.timings?.first_audio_ms);
     const audioS = (event.audio_ms / 1000).toFixed(1);
-    this.log('done', `done: ${event.status}`, `${event.sentences} sentence(s), ${audioS} s of audio`, event.t_ms);
-    setTiming('total', ms(this.now()));
+    const entry = this.log('done', `done: ${event.status}`, `${event.sentences} sentence(s), ${audioS} s of audio`, event.t_ms);
+    setTiming('total', ms(entry.t_ms));
     setTiming('audio', `${audioS} s`);
     if (event.status !== 'complete') {
       this.fail(this.lastError ? `The server reported an error: ${this.lastError}` : `The reply ended: ${event.status}`);
@@ -285,6 +282,8 @@ class Reply {
   onDrained() {
     if (this.finished || !this.sawDone) return;
     this.finished = true;
+    page.stats.samplesPlayed = this.player?.stats.samplesPlayed ?? 0;
+    page.stats.underruns = this.player?.stats.underruns ?? 0;
     this.player?.close();
     const s = page.stats;
     setState('complete', `Done: ${s.sentences} sentence(s); first audio after ${ms(s.firstAudioMs)}.`);
