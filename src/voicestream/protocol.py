@@ -128,9 +128,7 @@ class Limits:
             try:
                 values[spec.name] = kind(raw)
             except ValueError:
-                raise ValueError(
-                    f"{cls.ENV_VARS[spec.name]}={raw!r} is not a valid {kind.__name__}"
-                ) from None
+                raise ValueError(f"{cls.ENV_VARS[spec.name]}={raw!r} is not a valid {kind.__name__}") from None
         return cls(**values)
 
 
@@ -237,9 +235,7 @@ class SessionClosed:
     type: ClassVar[str] = "session_closed"
 
 
-ServerMessage: TypeAlias = (
-    SynthesisStart | SynthesisComplete | ErrorMessage | Cancelled | Pong | SessionClosed
-)
+ServerMessage: TypeAlias = SynthesisStart | SynthesisComplete | ErrorMessage | Cancelled | Pong | SessionClosed
 
 _SERVER_TYPES: dict[str, type[ServerMessage]] = {
     cls.type: cls for cls in (SynthesisStart, SynthesisComplete, ErrorMessage, Cancelled, Pong, SessionClosed)
@@ -367,9 +363,7 @@ def _decode_object(payload: bytes | str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"message is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise ProtocolError(
-            ErrorCode.NOT_AN_OBJECT, f"message must be a JSON object, got {type(body).__name__}"
-        )
+        raise ProtocolError(ErrorCode.NOT_AN_OBJECT, f"message must be a JSON object, got {type(body).__name__}")
     return body
 
 
@@ -422,9 +416,7 @@ def _speed(body: dict[str, Any]) -> float | None:
     if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not math.isfinite(speed):
         raise ProtocolError(ErrorCode.INVALID_SPEED, f"speed must be a number, got {speed!r}")
     if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise ProtocolError(
-            ErrorCode.INVALID_SPEED, f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {speed}"
-        )
+        raise ProtocolError(ErrorCode.INVALID_SPEED, f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {speed}")
     return float(speed)
 
 
@@ -438,6 +430,4 @@ def _format(body: dict[str, Any]) -> AudioFormat | None:
         return "wav"
     if value == "mp3":
         return "mp3"
-    raise ProtocolError(
-        ErrorCode.INVALID_FORMAT, f"format must be one of {', '.join(FORMATS)}, got {value!r}"
-    )
+    raise ProtocolError(ErrorCode.INVALID_FORMAT, f"format must be one of {', '.join(FORMATS)}, got {value!r}")
