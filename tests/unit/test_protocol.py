@@ -54,9 +54,7 @@ def test_control_messages() -> None:
     assert parse_client_message('{"type":"cancel"}') == Cancel()
     assert parse_client_message('{"type":"ping"}') == Ping()
     assert parse_client_message('{"type":"close"}') == Close()
-    assert parse_client_message('{"type":"config","format":"mp3","speed":0.5}') == Config(
-        format="mp3", speed=0.5
-    )
+    assert parse_client_message('{"type":"config","format":"mp3","speed":0.5}') == Config(format="mp3", speed=0.5)
 
 
 @pytest.mark.parametrize(
@@ -117,9 +115,7 @@ def test_error_keeps_the_request_id_it_belongs_to() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_client_message('{"text": "", "request_id": "r9"}')
     assert caught.value.request_id == "r9"
-    assert caught.value.to_message() == ErrorMessage(
-        code="empty_text", message=caught.value.message, request_id="r9"
-    )
+    assert caught.value.to_message() == ErrorMessage(code="empty_text", message=caught.value.message, request_id="r9")
 
 
 @pytest.mark.parametrize(
