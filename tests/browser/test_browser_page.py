@@ -9,6 +9,7 @@ in the middle of a stream. Waits are for states, never for durations.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -180,3 +181,21 @@ def test_error_event_mid_stream_is_shown(local_stack: LocalStack, browser: Brows
     assert len(error_entries) == 1 and "unknown_voice" in str(error_entries[0]["detail"])
     browser.screenshot(artifacts / "error.png")
     assert browser.problems() == []
+
+
+def test_unreachable_endpoint_is_shown(local_stack: LocalStack, browser: Browser) -> None:
+    # What a deployed function URL that is down (or refuses CORS) looks like: nothing answers.
+    with socket.socket() as sock:  # a port nobody listens on once this block ends
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/speak"
+    open_page(browser, page_url(local_stack, text=SPEAK_TEXT, endpoint=dead, voice="am_adam"))
+    assert browser.eval("document.getElementById('endpoint').value") == dead
+    assert browser.eval("document.body.dataset.voices") == "unavailable"
+    assert browser.eval("document.getElementById('voice').value") == "am_adam"
+    assert "Voice list unavailable" in browser.eval("document.getElementById('voice-note').textContent")
+    browser.click("#speak")
+    browser.wait(FINISHED)
+    assert browser.eval(f"{STATS}.state") == "error"
+    message = browser.eval("document.getElementById('error').textContent")
+    assert message.startswith(f"Could not reach {dead}"), message
+    assert [p for p in browser.problems() if "ERR_CONNECTION_REFUSED" not in p] == []

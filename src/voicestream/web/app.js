@@ -395,7 +395,7 @@ async function loadVoices() {
   } catch {
     return;
   }
-  const selected = ui.voice.value || params.get('voice') || 'af_heart';
+  const selected = ui.voice.value || 'af_heart';
   try {
     const response = await fetch(url, { cache: 'no-store' });
     if (!response.ok) throw await errorOf(response);
@@ -429,6 +429,7 @@ const params = new URLSearchParams(location.search);
 
 function init() {
   ui.endpoint.value = params.get('endpoint') || new URL('speak', location.href).href.split('?')[0];
+  if (params.has('voice')) ui.voice.replaceChildren(new Option(params.get('voice'), params.get('voice')));
   if (params.has('text')) ui.text.value = params.get('text');
   if (params.has('prompt')) {
     ui.prompt.value = params.get('prompt');
