@@ -1,0 +1,529 @@
+"""What the benchmark scripts share: the local Kokoro server, one bidi session with its metrics,
+the playback simulation, statistics, the machine description and JSON output.
+
+Every script runs against the real server on a real 127.0.0.1 socket: either one it starts
+in-process (uvicorn on a free port, the real ONNX model, wrapped in `TimedEngine` so the
+engine's own compute time is known per sentence) or a running one given by `--url`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from voicestream.client import Audio, BidiSession, Error, SynthesisComplete, bidi_url
+from voicestream.engine import SAMPLE_RATE, AudioChunk, SpeechEngine, load_engine
+from voicestream.protocol import AudioFormat, Limits
+from voicestream.server import create_app
+from voicestream.server import stream as server_stream
+from voicestream.server.app import BIDI_PATH
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PCM_BYTES_PER_S = SAMPLE_RATE * 2  # 16-bit mono
+
+
+# --- statistics ---------------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of a non-empty sample."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of an empty sample")
+    rank = (len(ordered) - 1) * q / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: Iterable[float], digits: int = 1) -> dict[str, float]:
+    """n, median, p95, min and max of a sample (noisy machines: medians, not means)."""
+    sample = list(values)
+    if not sample:
+        return {"n": 0}
+    return {
+        "n": len(sample),
+        "median": round(statistics.median(sample), digits),
+        "p95": round(percentile(sample, 95), digits),
+        "min": round(min(sample), digits),
+        "max": round(max(sample), digits),
+    }
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 2) if denominator > 0 else None
+
+
+# --- the machine and the results ----------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """Enough to tell two result files' machines apart."""
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    memory_gib = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        first = Path("/proc/meminfo").read_text().splitlines()[0]
+        memory_gib = round(int(first.split()[1]) / 2**20, 1)
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu_model,
+        "cpus": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+    }
+
+
+def _git(*args: str) -> str | None:
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    return None
+
+
+def command_line() -> str:
+    """How this script was run, as a command someone can paste."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return " ".join([".venv/bin/python", str(shown), *sys.argv[1:]])
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {path.relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path}")
+
+
+def base_parser(description: str, out_name: str, repeats: int) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--url", help="a running server (http://host:port); default: start one in-process")
+    parser.add_argument("--threads", type=int, default=2, help="inference threads of the in-process server")
+    parser.add_argument("--repeats", type=int, default=repeats)
+    parser.add_argument("--out", type=Path, default=RESULTS / out_name)
+    return parser
+
+
+def header(name: str, args: argparse.Namespace, server: LocalServer, **extra: Any) -> dict[str, Any]:
+    """The part every result file starts with."""
+    return {
+        "benchmark": name,
+        "command": command_line(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "server": server.description,
+        "repeats": args.repeats,
+        "machine": machine(),
+        **extra,
+    }
+
+
+# --- the engine, timed from the inside ----------------------------------------------------
+
+
+@dataclass
+class EngineCall:
+    """One `synthesize` call on the real engine: which text, when, and its compute time."""
+
+    text: str
+    started_at: float
+    setup_s: float  # validation + G2P: the part of the first chunk spent before inference
+    chunk_s: list[float] = field(default_factory=list)
+
+    @property
+    def first_chunk_s(self) -> float | None:
+        return self.setup_s + self.chunk_s[0] if self.chunk_s else None
+
+
+class TimedEngine(SpeechEngine):
+    """The real engine, recording the compute time of every call it serves.
+
+    The server runs each step in a worker thread; the wrapper times exactly those steps, so
+    "client first audio minus engine first chunk" is what the server, the sockets and the
+    client add on top of the model.
+    """
+
+    def __init__(self, inner: SpeechEngine) -> None:
+        super().__init__()
+        self.inner = inner
+        self.name = inner.name
+        self.sample_rate = inner.sample_rate
+        self.calls: list[EngineCall] = []
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        self.inner.load()
+
+    def voices(self) -> tuple[str, ...]:
+        return self.inner.voices()
+
+    def validate_voice(self, voice: str) -> None:
+        self.inner.validate_voice(voice)
+
+    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
+        started = time.perf_counter()
+        chunks = self.inner.synthesize(text, voice, speed)
+        call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
+        with self._lock:
+            self.calls.append(call)
+        return self._timed(chunks, call)
+
+    @staticmethod
+    def _timed(chunks: Iterator[AudioChunk], call: EngineCall) -> Iterator[AudioChunk]:
+        while True:
+            started = time.perf_counter()
+            chunk = next(chunks, None)
+            if chunk is None:
+                return
+            call.chunk_s.append(time.perf_counter() - started)
+            yield chunk
+
+    def calls_since(self, moment: float) -> list[EngineCall]:
+        with self._lock:
+            return [call for call in self.calls if call.started_at >= moment]
+
+
+# --- the server ---------------------------------------------------------------------------
+
+
+@dataclass
+class LocalServer:
+    http_url: str
+    description: str
+    engine: TimedEngine | None = None  # None for a server given by --url
+
+    @property
+    def ws_url(self) -> str:
+        return bidi_url(self.http_url)
+
+    @property
+    def in_process(self) -> bool:
+        return self.engine is not None
+
+
+def load_timed_engine(threads: int) -> TimedEngine:
+    return TimedEngine(load_engine("onnx", threads=threads))
+
+
+@contextlib.contextmanager
+def kokoro_server(
+    url: str | None = None,
+    threads: int = 2,
+    limits: Limits | None = None,
+    engine: TimedEngine | None = None,
+) -> Iterator[LocalServer]:
+    """The server to measure: `url` if given, else the real app under uvicorn on 127.0.0.1."""
+    if url:
+        base = url.rstrip("/")
+        base = base.removesuffix(BIDI_PATH).replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+        _wait_for_ping(base, 30)
+        yield LocalServer(http_url=base, description=f"external server at {base}")
+        return
+    engine = engine or load_timed_engine(threads)
+    limits = limits or Limits.from_env()
+    with serve_in_thread(create_app(engine, limits), "kokoro-server") as base:
+        _wait_for_ping(base, 300)
+        description = (
+            f"in-process voicestream server on 127.0.0.1 (uvicorn, {engine.name}, {threads} inference threads, "
+            f"max_sessions={limits.max_sessions})"
+        )
+        yield LocalServer(http_url=base, description=description, engine=engine)
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, name: str) -> Iterator[str]:
+    """Run an ASGI app under uvicorn on 127.0.0.1:<free port> in a thread; yields its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, ws="websockets-sansio", log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def _wait_for_ping(base: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base}/ping", timeout=5).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{base}/ping did not answer 200 within {timeout_s} s")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def anchor_style_requests(server: LocalServer) -> Iterator[None]:
+    """The anchor's server: each request synthesized as one text, never split into sentences.
+
+    Our server splits every request into sentences itself; the anchor's (kokoro's KPipeline)
+    splits only at newlines. Turning our split off in the in-process server reproduces the
+    anchor's "whole paragraph in one call" baseline with everything else unchanged.
+    """
+    if not server.in_process:
+        raise RuntimeError("the anchor-style baseline needs the in-process server (no --url)")
+    namespace = vars(server_stream)
+    original = namespace["split_sentences"]
+
+    def whole(text: str, **_: Any) -> list[str]:
+        return [text.strip()]
+
+    namespace["split_sentences"] = whole
+    try:
+        yield
+    finally:
+        namespace["split_sentences"] = original
+
+
+# --- one bidi session and what it measured ------------------------------------------------
+
+
+@dataclass
+class Arrival:
+    """An audio frame at the client: seconds since the run's origin, and its audio length."""
+
+    at_s: float
+    audio_s: float
+
+
+@dataclass
+class RequestRecord:
+    text: str
+    sent_s: float
+    first_audio_s: float | None  # since sent
+    total_s: float | None  # since sent
+    audio_s: float
+    server_first_audio_ms: float | None
+    server_synth_ms: float | None
+    engine_first_chunk_ms: float | None = None
+
+
+@dataclass
+class SessionRecord:
+    """The metrics every benchmark session records (times in seconds since `origin`)."""
+
+    connect_s: float
+    first_audio_s: float | None
+    completion_s: float
+    audio_s: float
+    errors: list[str]
+    requests: list[RequestRecord]
+    arrivals: list[Arrival] = field(repr=False)
+    audio: bytes = field(repr=False, default=b"")
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """End-to-end seconds per second of audio (below 1: faster than real time)."""
+        return self.completion_s / self.audio_s if self.audio_s else None
+
+    def gaps_ms(self) -> list[float]:
+        return [(b.at_s - a.at_s) * 1000 for a, b in itertools.pairwise(self.arrivals)]
+
+    def metrics(self) -> dict[str, Any]:
+        """The per-session row of the JSON (no audio, no per-frame arrivals)."""
+        gaps = self.gaps_ms()
+        stall = playback(self.arrivals)
+        return {
+            "connect_ms": round(self.connect_s * 1000, 2),
+            "first_audio_ms": None if self.first_audio_s is None else round(self.first_audio_s * 1000, 1),
+            "completion_ms": round(self.completion_s * 1000, 1),
+            "audio_s": round(self.audio_s, 3),
+            "real_time_factor": None if self.real_time_factor is None else round(self.real_time_factor, 3),
+            # Frames come in bursts (one engine chunk = many 40 ms frames): the spread of the
+            # gaps and the longest gap are what a jitter buffer has to absorb.
+            "jitter_ms": round(statistics.pstdev(gaps), 1) if gaps else 0.0,
+            "max_gap_ms": round(max(gaps), 1) if gaps else 0.0,
+            "frames": len(self.arrivals),
+            "stall_ms": round(stall.stall_s * 1000, 1),
+            "errors": self.errors,
+            "requests": [asdict(request) for request in self.requests],
+        }
+
+
+async def run_session(
+    ws_url: str,
+    pieces: Iterable[str] | AsyncIterable[str],
+    *,
+    stop_and_wait: bool = False,
+    format: AudioFormat | Callable[[int], AudioFormat] | None = None,
+    origin: float | None = None,
+    keep_audio: bool = False,
+    engine: TimedEngine | None = None,
+) -> SessionRecord:
+    """Open a session, send every piece (pipelined, or each after the previous one's
+    synthesis_complete), read until the last completes, and record what happened. `format`
+    may depend on the piece's index (WAV: a header on the first piece only).
+
+    Times count from `origin` (default: the first send). With `engine` (in-process server)
+    each request also gets the engine's own first-chunk compute time for its first sentence.
+    """
+    opened = time.perf_counter()
+    async with BidiSession.websocket(ws_url, silence_timeout=120.0) as session:
+        connect_s = session.connect_s or 0.0
+        arrivals_at: list[tuple[float, int]] = []
+        chunks: list[bytes] = []
+        errors: list[str] = []
+        completed: dict[str, asyncio.Event] = {}
+        sent: list[str] = []
+        sending_done = asyncio.Event()
+        first_send: list[float] = []
+
+        async def send_all() -> None:
+            async for piece in _aiter(pieces):
+                if stop_and_wait and sent:
+                    await completed[sent[-1]].wait()
+                if not first_send:
+                    first_send.append(time.perf_counter())
+                request_id = f"r{len(sent)}"
+                completed[request_id] = asyncio.Event()
+                sent.append(request_id)
+                piece_format = format(len(sent) - 1) if callable(format) else format
+                await session.send(piece, request_id=request_id, format=piece_format)
+            sending_done.set()
+
+        sender = asyncio.create_task(send_all())
+        try:
+            async with contextlib.aclosing(session.events()) as events:
+                async for event in events:
+                    if isinstance(event, Audio):
+                        arrivals_at.append((time.perf_counter(), len(event.data)))
+                        if keep_audio:
+                            chunks.append(event.data)
+                    elif isinstance(event, SynthesisComplete | Error):
+                        if isinstance(event, Error):
+                            errors.append(event.code)
+                        if event.request_id in completed:
+                            completed[event.request_id].set()
+                        if sending_done.is_set() and all(flag.is_set() for flag in completed.values()):
+                            break
+            await sender
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+        ended = time.perf_counter()
+    zero = origin if origin is not None else (first_send[0] if first_send else opened)
+    audio_bytes = sum(size for _, size in arrivals_at)
+    # PCM frames carry their length; compressed formats are spread over the server's audio_ms.
+    timings = list(session.timings.values())
+    server_audio_s = sum((t.server_audio_ms or 0.0) for t in timings) / 1000
+    per_byte_s = server_audio_s / audio_bytes if audio_bytes else 0.0
+    arrivals = [Arrival(at - zero, size * per_byte_s) for at, size in arrivals_at]
+    engine_calls = engine.calls_since(opened) if engine is not None else []
+    requests = [
+        RequestRecord(
+            text=t.text,
+            sent_s=t.sent_at - zero,
+            first_audio_s=t.first_audio_s,
+            total_s=t.total_s,
+            audio_s=(t.server_audio_ms or 0.0) / 1000,
+            server_first_audio_ms=t.server_first_audio_ms,
+            server_synth_ms=t.server_synth_ms,
+            engine_first_chunk_ms=_engine_first_chunk_ms(engine_calls, t.text),
+        )
+        for t in timings
+    ]
+    first_audio = arrivals[0].at_s if arrivals else None
+    last_done = max((t.completed_at for t in timings if t.completed_at is not None), default=ended)
+    return SessionRecord(
+        connect_s=connect_s,
+        first_audio_s=first_audio,
+        completion_s=last_done - zero,
+        audio_s=server_audio_s,
+        errors=errors,
+        requests=requests,
+        arrivals=arrivals,
+        audio=b"".join(chunks),
+    )
+
+
+def _engine_first_chunk_ms(calls: list[EngineCall], request_text: str) -> float | None:
+    """The first engine call whose text opens this request (the server splits a request into
+    sentences, so the first call is for its first sentence)."""
+    for call in calls:
+        if request_text.strip().startswith(call.text.strip()) and call.first_chunk_s is not None:
+            return round(call.first_chunk_s * 1000, 1)
+    return None
+
+
+async def _aiter(items: Iterable[str] | AsyncIterable[str]) -> AsyncIterator[str]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item
+
+
+# --- playback -----------------------------------------------------------------------------
+
+
+@dataclass
+class Playback:
+    """A player that starts at the first audio and plays in real time, pausing when empty."""
+
+    start_s: float
+    end_s: float
+    stall_s: float
+    stalls: list[tuple[float, float]]  # (when, how long), seconds since the run's origin
+    buffer: list[tuple[float, float]]  # (when, seconds of audio buffered ahead), for plots
+
+
+def playback(arrivals: list[Arrival]) -> Playback:
+    if not arrivals:
+        return Playback(0.0, 0.0, 0.0, [], [])
+    start = arrivals[0].at_s
+    play_end = start  # when the audio received so far has been played out
+    stalls: list[tuple[float, float]] = []
+    buffer: list[tuple[float, float]] = [(start, 0.0)]
+    for arrival in arrivals:
+        if arrival.at_s > play_end + 1e-9:  # the player ran dry before this frame came
+            stalls.append((play_end, arrival.at_s - play_end))
+            buffer.append((play_end, 0.0))
+            play_end = arrival.at_s
+        buffer.append((arrival.at_s, play_end - arrival.at_s))
+        play_end += arrival.audio_s
+        buffer.append((arrival.at_s, play_end - arrival.at_s))
+    buffer.append((play_end, 0.0))
+    return Playback(
+        start_s=start,
+        end_s=play_end,
+        stall_s=sum(duration for _, duration in stalls),
+        stalls=stalls,
+        buffer=buffer,
+    )
+
+
+def run_async(main: Callable[[], Any]) -> Any:
+    """asyncio.run for a coroutine function (the scripts' main loop)."""
+    return asyncio.run(main())

@@ -1,0 +1,144 @@
+"""Experiment 6: simultaneous sessions, and clean refusals beyond the session limit.
+
+1, 2, 4 and 8 sessions open at once against the real server, each speaking the 4-sentence
+paragraph as the project's client does (chunker pieces, pipelined). Per level: first audio
+p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors.
+
+Then a second server on the same engine with a small session limit (`--limit`, the
+VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
+to connect and must get a clean `server_busy` error and `session_closed`, and a held session
+must still speak afterwards.
+
+    .venv/bin/python benchmarks/concurrency.py [--levels 1 2 4 8] [--repeats 1] [--limit 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+from common import (
+    LocalServer,
+    base_parser,
+    header,
+    kokoro_server,
+    run_session,
+    summary,
+    write_json,
+)
+from voicestream.chunker import split_sentences
+from voicestream.client import BidiSession, Error, SessionClosed, SessionError
+from voicestream.protocol import Limits
+from voicestream.texts import paragraph
+
+EXTRA_SESSIONS = 2
+
+
+async def level(server: LocalServer, sessions: int) -> dict[str, Any]:
+    pieces = split_sentences(paragraph(), first_clause_min_words=4)
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(run_session(server.ws_url, pieces, origin=started) for _ in range(sessions)), return_exceptions=True
+    )
+    wall_s = time.perf_counter() - started
+    records = [r for r in results if not isinstance(r, BaseException)]
+    failures = [repr(r) for r in results if isinstance(r, BaseException)]
+    errors = [code for r in records for code in r.errors] + failures
+    audio_s = sum(r.audio_s for r in records)
+    return {
+        "sessions": sessions,
+        "wall_s": round(wall_s, 2),
+        "audio_s": round(audio_s, 2),
+        "audio_s_per_wall_s": round(audio_s / wall_s, 2),
+        "first_audio_ms": summary(r.first_audio_s * 1000 for r in records if r.first_audio_s is not None),
+        "completion_ms": summary(r.completion_s * 1000 for r in records),
+        "connect_ms": summary((r.connect_s * 1000 for r in records), 2),
+        "jitter_ms": summary(r.metrics()["jitter_ms"] for r in records),
+        "stall_ms": summary(r.metrics()["stall_ms"] for r in records),
+        "errors": errors,
+        "runs": [r.metrics() for r in records],
+    }
+
+
+async def refused(url: str) -> dict[str, Any]:
+    """Try one session more than the limit allows: what does the client see, and how fast?"""
+    started = time.perf_counter()
+    seen: dict[str, Any] = {"error_code": None, "session_closed": False}
+    try:
+        async with (
+            BidiSession.websocket(url, silence_timeout=10) as session,
+            contextlib.aclosing(session.events()) as events,
+        ):
+            async for event in events:
+                if isinstance(event, Error):
+                    seen["error_code"] = event.code
+                elif isinstance(event, SessionClosed):
+                    seen["session_closed"] = True
+                    seen["reason"] = event.reason
+    except SessionError as exc:
+        seen["client_error"] = f"{type(exc).__name__}: {exc}"
+    seen["answered_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return seen
+
+
+async def over_the_limit(server: LocalServer, limit: int) -> dict[str, Any]:
+    async with contextlib.AsyncExitStack() as stack:
+        held = [await stack.enter_async_context(BidiSession.websocket(server.ws_url)) for _ in range(limit)]
+        attempts = [await refused(server.ws_url) for _ in range(EXTRA_SESSIONS)]
+        # The held sessions are unharmed: one of them still speaks.
+        result = await held[0].synthesize("Still here.")
+    return {
+        "limit": limit,
+        "held": limit,
+        "extra_attempts": attempts,
+        "busy_errors": sum(1 for a in attempts if a["error_code"] == "server_busy"),
+        "held_session_still_speaks": len(result.audio) > 0,
+    }
+
+
+async def measure(server: LocalServer, levels: list[int], repeats: int) -> list[dict[str, Any]]:
+    await run_session(server.ws_url, ["Warm up."])
+    rows = []
+    for repeat in range(repeats):
+        for sessions in levels:
+            row = await level(server, sessions)
+            row["repeat"] = repeat
+            rows.append(row)
+            print(
+                f"  {sessions} sessions: first audio p50 {row['first_audio_ms'].get('median')} ms,"
+                f" p95 {row['first_audio_ms'].get('p95')} ms, {row['audio_s_per_wall_s']} audio s per s,"
+                f" errors {row['errors']}"
+            )
+    return rows
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0], "concurrency.json", repeats=1)
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--limit", type=int, default=4, help="max_sessions of the refusal check's server")
+    args: argparse.Namespace = parser.parse_args()
+    with kokoro_server(args.url, args.threads) as server:
+        rows = asyncio.run(measure(server, args.levels, args.repeats))
+        limit_check: dict[str, Any] | None = None
+        if server.engine is not None:  # the refusal check needs a server whose limit we set
+            with kokoro_server(
+                engine=server.engine, threads=args.threads, limits=Limits(max_sessions=args.limit)
+            ) as limited:
+                limit_check = asyncio.run(over_the_limit(limited, args.limit))
+        report = header(
+            "concurrency",
+            args,
+            server,
+            text=paragraph(),
+            levels=rows,
+            over_the_limit=limit_check,
+        )
+    write_json(args.out, report)
+    print("over the limit:", limit_check)
+
+
+if __name__ == "__main__":
+    main()

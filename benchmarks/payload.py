@@ -1,0 +1,231 @@
+"""Experiment 5: bytes on the wire per second of audio, by format and by framing.
+
+The 4-sentence paragraph is spoken once per cell through a counting TCP proxy on 127.0.0.1,
+so the count is what really crosses the socket towards the client: HTTP headers, chunked
+encoding, WebSocket framing, SSE text and base64 included. Cells:
+
+- POST /invocations (the server): binary body vs SSE (base64 in JSON), for PCM, WAV, MP3;
+- the bidi session (WebSocket binary frames, with its control frames), for PCM, WAV, MP3;
+- POST /speak (the speak function, replay source at 1000 tokens/s): binary frames vs SSE,
+  for PCM and MP3 (the anchor's SSE path carried base64: it measured +33%, MP3 at 49.5 kbps).
+
+The model is deterministic, so the bytes do not vary between repeats: one run per cell.
+
+    .venv/bin/python benchmarks/payload.py [--url http://host:port]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from common import (
+    PCM_BYTES_PER_S,
+    LocalServer,
+    base_parser,
+    header,
+    kokoro_server,
+    ratio,
+    run_session,
+    serve_in_thread,
+    write_json,
+)
+from voicestream.agent.app import create_app
+from voicestream.agent.config import SpeakConfig
+from voicestream.agent.events import AudioChunk, Done
+from voicestream.chunker import split_sentences
+from voicestream.client import bidi_url
+from voicestream.client.invocations import invoke
+from voicestream.client.speak_stream import SpeakStreamDecoder
+from voicestream.protocol import AudioFormat, Limits
+from voicestream.texts import paragraph
+
+
+@dataclass
+class Counts:
+    down: int = 0  # server -> client
+    up: int = 0  # client -> server
+
+
+class CountingProxy:
+    """A TCP relay that counts the bytes of every connection through it."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.counts = Counts()
+        self._server: asyncio.Server | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _connection(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection(self.host, self.port)
+        await asyncio.gather(
+            self._pump(client_reader, upstream_writer, "up"),
+            self._pump(upstream_reader, client_writer, "down"),
+            return_exceptions=True,
+        )
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
+        try:
+            while data := await reader.read(65536):
+                if direction == "down":
+                    self.counts.down += len(data)
+                else:
+                    self.counts.up += len(data)
+                writer.write(data)
+                await writer.drain()
+        finally:
+            with contextlib.suppress(OSError):
+                writer.close()
+
+
+async def invocation_cell(server: LocalServer, fmt: AudioFormat, transport: str) -> tuple[Counts, int]:
+    proxy = CountingProxy(server.http_url)
+    async with proxy.running() as url:
+        result = await invoke(url, paragraph(), format=fmt, transport="sse" if transport == "sse" else "binary")
+    return proxy.counts, len(result.audio)
+
+
+async def bidi_cell(server: LocalServer, fmt: AudioFormat) -> tuple[Counts, int]:
+    proxy = CountingProxy(server.http_url)
+
+    def piece_format(index: int) -> AudioFormat:
+        # WAV: the first sentence carries the streaming header, the rest is raw PCM (as the
+        # speak function sends it), so the whole reply is one WAV stream.
+        return "pcm" if fmt == "wav" and index else fmt
+
+    async with proxy.running() as url:
+        record = await run_session(bidi_url(url), split_sentences(paragraph()), format=piece_format, keep_audio=True)
+    return proxy.counts, len(record.audio)
+
+
+async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[Counts, int, float]:
+    proxy = CountingProxy(speak_url)
+    body = {
+        "text": paragraph(),
+        "mode": "bidi",
+        "transport": transport,
+        "format": fmt,
+        "pace": {"first_token_ms": 0, "tokens_per_s": 1000},
+    }
+    decoder = SpeakStreamDecoder("sse" if transport == "sse" else "binary")
+    audio = 0
+    audio_ms = 0.0
+    async with (
+        proxy.running() as url,
+        httpx.AsyncClient(timeout=120) as client,
+        client.stream("POST", f"{url}/speak", json=body) as response,
+    ):
+        response.raise_for_status()
+        async for chunk in response.aiter_raw():
+            for event in decoder.feed(chunk):
+                if isinstance(event, AudioChunk):
+                    audio += len(event.data)
+                elif isinstance(event, Done):
+                    audio_ms = event.audio_ms
+    decoder.close()
+    return proxy.counts, audio, audio_ms / 1000
+
+
+def row(path: str, fmt: str, framing: str, counts: Counts, audio_bytes: int, audio_s: float) -> dict[str, Any]:
+    return {
+        "path": path,
+        "format": fmt,
+        "framing": framing,
+        "audio_s": round(audio_s, 3),
+        "audio_bytes": audio_bytes,
+        "wire_bytes_down": counts.down,
+        "wire_bytes_up": counts.up,
+        "wire_kbps": round(counts.down * 8 / audio_s / 1000, 1),
+        "audio_kbps": round(audio_bytes * 8 / audio_s / 1000, 1),
+        "wire_bytes_per_audio_s": round(counts.down / audio_s),
+        "overhead_vs_audio": ratio(counts.down - audio_bytes, audio_bytes),
+    }
+
+
+async def measure(server: LocalServer, speak_url: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    # The audio's length comes from the PCM body: every path speaks the same sentences.
+    counts, pcm_bytes = await invocation_cell(server, "pcm", "binary")
+    audio_s = pcm_bytes / PCM_BYTES_PER_S
+    rows.append(row("invocations", "pcm", "binary", counts, pcm_bytes, audio_s))
+    formats: tuple[AudioFormat, ...] = ("pcm", "wav", "mp3")
+    for fmt in formats:
+        for transport in ("binary", "sse"):
+            if (fmt, transport) != ("pcm", "binary"):
+                counts, size = await invocation_cell(server, fmt, transport)
+                rows.append(row("invocations", fmt, transport, counts, size, audio_s))
+        counts, size = await bidi_cell(server, fmt)
+        rows.append(row("bidi", fmt, "websocket", counts, size, audio_s))
+        print(f"  {fmt}: done")
+    speak_formats: tuple[AudioFormat, ...] = ("pcm", "mp3")
+    for speak_fmt in speak_formats:
+        for transport in ("binary", "sse"):
+            counts, size, speak_audio_s = await speak_cell(speak_url, speak_fmt, transport)
+            rows.append(row("speak", speak_fmt, transport, counts, size, speak_audio_s or audio_s))
+    return rows
+
+
+def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def wire(path: str, fmt: str, framing: str) -> int:
+        cell = (path, fmt, framing)
+        return int(next(r["wire_bytes_down"] for r in rows if (r["path"], r["format"], r["framing"]) == cell))
+
+    sse_vs_binary = [
+        {
+            "path": path,
+            "format": fmt,
+            "sse_over_binary": round(wire(path, fmt, "sse") / wire(path, fmt, "binary") - 1, 3),
+        }
+        for path, fmt in dict.fromkeys((r["path"], r["format"]) for r in rows if r["framing"] == "sse")
+    ]
+    return {"sse_vs_binary": sse_vs_binary}
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0], "payload.json", repeats=1)
+    args: argparse.Namespace = parser.parse_args()
+    with kokoro_server(args.url, args.threads) as server:
+        config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
+        with open(os.devnull, "w") as quiet, serve_in_thread(create_app(config, log_stream=quiet), "speak") as speak:
+            rows = asyncio.run(measure(server, speak))
+        report = header(
+            "payload",
+            args,
+            server,
+            text=paragraph(),
+            mp3_bitrate_kbps=Limits.from_env().mp3_bitrate_kbps,
+            rows=rows,
+            **analyse(rows),
+        )
+    write_json(args.out, report)
+    print(f"{'path':<12} {'format':<6} {'framing':<10} {'wire kbps':>9} {'audio kbps':>10} {'overhead':>9}")
+    for r in rows:
+        print(
+            f"{r['path']:<12} {r['format']:<6} {r['framing']:<10} {r['wire_kbps']:>9} {r['audio_kbps']:>10}"
+            f" {r['overhead_vs_audio']:>9}"
+        )
+    for item in report["sse_vs_binary"]:
+        print(item)
+
+
+if __name__ == "__main__":
+    main()
