@@ -19,7 +19,7 @@ help:
 	@echo "make demo    the main job: speak the benchmark text on the local default (real Kokoro-82M, CPU)"
 	@echo "make test    lint, type-check and every test (creates the environments it needs)"
 	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
-	@echo "make serve   run the Kokoro server on 127.0.0.1:8080"
+	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make lint    ruff + mypy"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
@@ -30,7 +30,7 @@ $(VENV)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
-	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev]" ./packaging/en_core_web_sm
+	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev,bench]" ./packaging/en_core_web_sm
 	touch $@
 
 $(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
@@ -81,8 +81,14 @@ lint: venv
 	$(VENV)/bin/ruff format --check src tests benchmarks functions
 	$(VENV)/bin/mypy
 
+# The browser test's npm packages (playwright-core; Chromium itself is Debian's, see .ci/run).
+BROWSER_DEPS := tests/browser/node_modules/.stamp
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund
+	touch $@
+
 .PHONY: test-unit
-test-unit: models
+test-unit: models $(BROWSER_DEPS)
 	$(VENV)/bin/pytest tests --ignore=tests/torch --ignore=tests/sam
 
 .PHONY: test-torch

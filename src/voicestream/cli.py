@@ -46,7 +46,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from voicestream.server import run
+    if args.kokoro_only:
+        from voicestream.server import run
+    else:
+        from voicestream.local_stack import run
 
     run(host=args.host, port=args.port, backend=args.backend, threads=args.threads, model_dir=args.model_dir)
     return 0
@@ -88,9 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     engine_options(demo)
     demo.set_defaults(handler=_demo)
 
-    serve = commands.add_parser("serve", help="run the Kokoro server (the container's app)")
+    serve = commands.add_parser("serve", help="run the local stack: the page at /, /speak and the Kokoro server")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--kokoro-only", action="store_true", help="only the Kokoro server (the container's app), no page or /speak"
+    )
     engine_options(serve)
     serve.set_defaults(handler=_serve)
     return parser
