@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine_options(serve)
     serve.set_defaults(handler=_serve)
+
+    from voicestream.deploy.cli import register as register_aws
+
+    register_aws(commands)  # deploy, validate, benchmark, destroy
     return parser
 
 

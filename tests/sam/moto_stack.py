@@ -5,7 +5,8 @@ buckets, the ECR repository, Lambda functions and layer, SageMaker model/config/
 state machines with their substitutions applied) and resolves every Ref/GetAtt/Sub between them.
 It has no model for a few types (function URL, alarms, auto scaling, CodeBuild, bucket
 policies): those resources are left out, and a reference to one becomes the literal
-"<not-in-moto:LogicalId>", so what moto creates is otherwise exactly what the template says.
+"<not-in-moto:LogicalId>"; functions lose their Layers (moto keeps none it did not publish).
+What moto creates is otherwise exactly what the template says.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def prune_for_moto(template: dict[str, Any]) -> dict[str, Any]:
         return [rewrite_sub(text), rewrite(variables)]
 
     for resource in pruned["Resources"].values():
+        if resource["Type"] == "AWS::Lambda::Function":
+            # moto drops layers it did not publish, and its stack update breaks on a layer Ref.
+            resource["Properties"].pop("Layers", None)
         depends = resource.get("DependsOn")
         if isinstance(depends, list):
             resource["DependsOn"] = [name for name in depends if name not in dropped]

@@ -15,6 +15,7 @@ from voicestream.deploy.progress import Progress
 
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"]
 FAILED_SUFFIXES = ("_FAILED", "ROLLBACK_COMPLETE")
+NO_ECHO = "****"
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,13 @@ def set_parameters(
     if all(stack.parameters.get(key) == value for key, value in values.items()):
         progress("      parameters already set: " + ", ".join(f"{k}={v}" for k, v in values.items()))
         return stack
+    # The others keep their current values, passed as read (UsePreviousValue only for a masked
+    # NoEcho value: moto, which the tests deploy to, resolves it for explicit parameters only).
     parameters: list[dict[str, Any]] = [
-        {"ParameterKey": key, "ParameterValue": values[key]}
-        if key in values
-        else {"ParameterKey": key, "UsePreviousValue": True}
-        for key in stack.parameters
+        {"ParameterKey": key, "UsePreviousValue": True}
+        if key not in values and current == NO_ECHO
+        else {"ParameterKey": key, "ParameterValue": values.get(key, current)}
+        for key, current in stack.parameters.items()
     ]
     started = time.time()
     try:

@@ -1,0 +1,275 @@
+"""The deploy/validate/benchmark/destroy commands, against moto where they need no SAM or Docker.
+
+The stack is template.yaml itself, transformed and created in moto's CloudFormation
+(tests/sam/moto_stack.py); the steps then run with real boto3 clients against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.sam.conftest import REGION, REPO, Transform
+from tests.sam.moto_stack import create_stack
+from voicestream.deploy.aws import connect
+from voicestream.deploy.commands import Settings, destroy, ensure_endpoint, require_stack, validate
+from voicestream.deploy.errors import DeployError
+from voicestream.deploy.execution import format_report, run_state_machine
+from voicestream.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
+from voicestream.deploy.model import SHA256_METADATA, local_files, model_prefix, upload_model
+from voicestream.deploy.stack import describe
+
+STACK = "voicestream"
+MOTO_PARAMETERS = {"InstanceType": "ml.g4dn.xlarge"}  # moto rejects ml.g5 (FACTS.md)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws(config={"lambda": {"use_docker": False}, "stepfunctions": {"execute_state_machine": True}}):
+        yield
+
+
+@pytest.fixture
+def stack(aws: None, transform: Transform) -> dict[str, str]:
+    """The first deploy's stack (no endpoint yet) in moto; its outputs."""
+    created = create_stack(
+        boto3.client("cloudformation", region_name=REGION), boto3.client("s3", region_name=REGION),
+        STACK, transform(), MOTO_PARAMETERS,
+    )  # fmt: skip
+    assert created["StackStatus"] == "CREATE_COMPLETE"
+    return {output["OutputKey"]: output["OutputValue"] for output in created["Outputs"]}
+
+
+class Lines(list[str]):
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+# ------------------------------------------------------------- credentials
+@pytest.mark.parametrize("command", ["deploy", "validate", "benchmark", "destroy"])
+def test_without_credentials_every_command_fails_fast_and_clearly(command: str, tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata lookups from a test
+    }  # fmt: skip
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "voicestream.cli", command], cwd=REPO, env=env,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("voicestream: no AWS credentials found: configure them"), result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert time.monotonic() - started < 30
+
+
+def test_a_missing_profile_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    with pytest.raises(DeployError, match="AWS profile 'nope' is not configured"):
+        connect(profile="nope", region=REGION)
+
+
+def test_connect_reports_the_account(aws: None) -> None:
+    target = connect(region=REGION)
+    assert target.account == "123456789012" and target.region == REGION
+
+
+# ------------------------------------------------------------------ model
+def model_dir(root: Path) -> Path:
+    (root / "voices").mkdir(parents=True)
+    (root / "config.json").write_text('{"vocab": {}}\n')
+    (root / "kokoro-v1_0.pth").write_bytes(os.urandom(300_000))
+    (root / "voices" / "af_heart.pt").write_bytes(os.urandom(20_000))
+    (root / ".cache").mkdir()  # what hf_hub_download leaves; never uploaded
+    (root / ".cache" / "x.lock").write_text("")
+    return root
+
+
+def test_model_upload_is_verified_and_resumable(aws: None, tmp_path: Path) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="models")
+    s3.put_bucket_versioning(Bucket="models", VersioningConfiguration={"Status": "Enabled"})
+    files = local_files(model_dir(tmp_path / "model"))
+    assert [f.key for f in files] == ["config.json", "kokoro-v1_0.pth", "voices/af_heart.pt"]
+    prefix = model_prefix()
+    assert prefix == "kokoro-82m/f3ff3571791e/"
+
+    first = upload_model(s3, "models", prefix, files, Lines())
+    assert first.uploaded == ["config.json", "kokoro-v1_0.pth", "voices/af_heart.pt"] and first.skipped == []
+    for file in files:
+        head = s3.head_object(Bucket="models", Key=prefix + file.key)
+        assert head["Metadata"][SHA256_METADATA] == hashlib.sha256(file.path.read_bytes()).hexdigest()
+        body = s3.get_object(Bucket="models", Key=prefix + file.key)["Body"].read()
+        assert body == file.path.read_bytes()
+
+    again = upload_model(s3, "models", prefix, files, Lines())
+    assert again.uploaded == [] and len(again.skipped) == 3
+
+    # An object that is not what the file is (a partial or foreign upload) is replaced.
+    s3.put_object(Bucket="models", Key=prefix + "kokoro-v1_0.pth", Body=b"truncated")
+    repaired = upload_model(s3, "models", prefix, files, Lines())
+    assert repaired.uploaded == ["kokoro-v1_0.pth"]
+
+
+def test_model_upload_to_a_missing_bucket_fails_clearly(aws: None, tmp_path: Path) -> None:
+    files = local_files(model_dir(tmp_path / "model"))
+    with pytest.raises(DeployError, match="s3://absent/"):
+        upload_model(boto3.client("s3", region_name=REGION), "absent", "p/", files, Lines())
+
+
+# ------------------------------------------------------------------ image
+def test_build_context_is_what_the_dockerfile_copies() -> None:
+    context = build_context(REPO)
+    assert {"container/Dockerfile", "container/serve", "pyproject.toml", "README.md"} <= set(context.files)
+    assert "src/voicestream/server/app.py" in context.files
+    assert "packaging/en_core_web_sm/pyproject.toml" in context.files
+    assert not [f for f in context.files if "__pycache__" in f or ".egg-info" in f or f.startswith("tests/")]
+    assert context.tag == build_context(REPO).tag and context.tag.startswith("ctx-")
+    assert context.zip_bytes() == context.zip_bytes()  # same context, same archive
+
+
+def test_the_tag_follows_the_context(tmp_path: Path) -> None:
+    for name in ("container", "src/voicestream", "packaging/en_core_web_sm"):
+        (tmp_path / name).mkdir(parents=True)
+    for name in ("container/Dockerfile", "container/Dockerfile.dockerignore", "container/serve", "pyproject.toml",
+                 "README.md", "packaging/en_core_web_sm/pyproject.toml"):  # fmt: skip
+        shutil.copy(REPO / name, tmp_path / name)
+    (tmp_path / "src/voicestream/protocol.py").write_text("A = 1\n")
+    before = build_context(tmp_path).tag
+    (tmp_path / "src/voicestream/__pycache__").mkdir()
+    (tmp_path / "src/voicestream/__pycache__/protocol.cpython-312.pyc").write_bytes(b"\0")
+    assert build_context(tmp_path).tag == before  # ignored files do not count
+    (tmp_path / "src/voicestream/protocol.py").write_text("A = 2\n")
+    assert build_context(tmp_path).tag != before
+
+
+def test_image_exists_reads_the_repository(stack: dict[str, str]) -> None:
+    ecr = boto3.client("ecr", region_name=REGION)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"})
+    ecr.put_image(repositoryName=stack["RepositoryName"], imageManifest=manifest, imageTag="ctx-present")
+    assert image_exists(ecr, stack["RepositoryName"], "ctx-present")
+    assert not image_exists(ecr, stack["RepositoryName"], "ctx-absent")
+    with pytest.raises(DeployError, match="cannot read ECR repository"):
+        image_exists(ecr, "no-such-repository", "ctx-present")
+
+
+def test_codebuild_builds_the_uploaded_context_version(stack: dict[str, str]) -> None:
+    codebuild = boto3.client("codebuild", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    bucket = stack["ModelBucketName"]
+    # moto's CloudFormation has no CodeBuild: the project is made as the template describes it.
+    codebuild.create_project(
+        name="voicestream-image", source={"type": "S3", "location": f"{bucket}/{CONTEXT_KEY}"},
+        artifacts={"type": "NO_ARTIFACTS"}, serviceRole="arn:aws:iam::123456789012:role/build",
+        environment={"type": "LINUX_CONTAINER", "image": "aws/codebuild/amazonlinux-x86_64-standard:5.0",
+                     "computeType": "BUILD_GENERAL1_LARGE", "privilegedMode": True},
+    )  # fmt: skip
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    context = build_context(REPO)
+    lines = Lines()
+    build_id = build_with_codebuild(
+        codebuild, s3, project="voicestream-image", bucket=bucket, context=context, tag=context.tag,
+        progress=lines, poll_s=0,
+    )  # fmt: skip
+    (build,) = codebuild.batch_get_builds(ids=[build_id])["builds"]
+    latest = s3.head_object(Bucket=bucket, Key=CONTEXT_KEY)
+    assert build["sourceVersion"] == latest["VersionId"]
+    # (moto does not keep environmentVariablesOverride, which carries IMAGE_TAG.)
+    archive = zipfile.ZipFile(BytesIO(s3.get_object(Bucket=bucket, Key=CONTEXT_KEY)["Body"].read()))
+    assert sorted(archive.namelist()) == context.files
+    assert any(line.strip().startswith("CodeBuild ") for line in lines)
+
+
+# --------------------------------------------------------------- endpoint
+def test_endpoint_is_created_by_a_parameter_update_once(stack: dict[str, str]) -> None:
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    first = describe(cfn, STACK)
+    assert first is not None and first.outputs["EndpointDeployed"] == "false"
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    assert sagemaker.list_endpoints()["Endpoints"] == []
+
+    lines = Lines()
+    updated = ensure_endpoint(cfn, first, "ctx-0123", "kokoro-82m/f3ff3571791e/", lines)
+    assert updated.status == "UPDATE_COMPLETE" and updated.outputs["EndpointDeployed"] == "true"
+    assert updated.parameters["ImageTag"] == "ctx-0123"
+    assert updated.parameters["InstanceType"] == "ml.g4dn.xlarge"  # the others kept their values
+    (endpoint,) = sagemaker.list_endpoints()["Endpoints"]
+    assert endpoint["EndpointStatus"] == "InService"
+    (model,) = sagemaker.list_models()["Models"]
+    container = sagemaker.describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
+    assert container["Image"].endswith(f"/{stack['RepositoryName']}:ctx-0123")
+
+    again = Lines()
+    ensure_endpoint(cfn, updated, "ctx-0123", "kokoro-82m/f3ff3571791e/", again)
+    assert any("already set" in line for line in again)
+
+
+def test_validate_needs_an_endpoint(stack: dict[str, str]) -> None:
+    with pytest.raises(DeployError, match="has no endpoint yet"):
+        validate(Settings(stack_name=STACK, region=REGION), Lines())
+
+
+def test_commands_on_a_missing_stack(aws: None) -> None:
+    lines = Lines()
+    assert destroy(Settings(stack_name="absent", region=REGION), lines) == 0
+    assert lines[-1].startswith("no stack absent in account 123456789012")
+    with pytest.raises(DeployError, match="run `voicestream deploy` first"):
+        require_stack(connect(region=REGION), "absent")
+
+
+def test_destroy_asks_before_removing(stack: dict[str, str]) -> None:
+    with pytest.raises(DeployError, match="not confirmed: nothing was removed"):
+        destroy(Settings(stack_name=STACK, region=REGION), Lines(), confirm=lambda question: False)
+    assert describe(boto3.client("cloudformation", region_name=REGION), STACK) is not None
+
+
+# ---------------------------------------------------------- state machines
+def machine(definition: dict[str, Any]) -> str:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    created = sfn.create_state_machine(
+        name=f"m{time.monotonic_ns()}", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/sfn"
+    )
+    return str(created["stateMachineArn"])
+
+
+def test_a_succeeding_execution_returns_its_report(aws: None) -> None:
+    report = {
+        "passed": True,
+        "checks": [{"name": "binary_frames", "passed": True, "detail": "3 sentences", "seconds": 1.5}],
+    }
+    arn = machine({"StartAt": "Report", "States": {"Report": {"Type": "Pass", "Result": report, "End": True}}})
+    output = run_state_machine(
+        boto3.client("stepfunctions", region_name=REGION), arn, {}, Lines(), label="x", poll_s=0.05
+    )
+    assert output == report
+    (line,) = [line for line in format_report(output) if "binary_frames" in line]
+    assert line.split()[:2] == ["PASS", "binary_frames"] and "1.50 s" in line
+
+
+def test_a_failing_execution_raises_its_cause(aws: None) -> None:
+    arn = machine({"StartAt": "Fail", "States": {"Fail": {"Type": "Fail", "Error": "ValidationFailed",
+                                                           "Cause": "binary frames got no audio"}}})  # fmt: skip
+    with pytest.raises(DeployError, match="deploy-validate FAILED: ValidationFailed: binary frames got no audio"):
+        run_state_machine(
+            boto3.client("stepfunctions", region_name=REGION), arn, {}, Lines(), label="deploy-validate", poll_s=0.05
+        )
