@@ -20,6 +20,8 @@ from moto import mock_aws
 
 from tests.sam.conftest import REGION, REPO, Transform, load_template
 from tests.sam.moto_stack import create_stack
+from voicestream.agent.config import SpeakConfig
+from voicestream.protocol import Limits
 
 ENDPOINT = {"ImageTag": "0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"}
 # moto's enum check rejects ml.g5 instance types (FACTS.md); the template allows g4dn too.
@@ -179,6 +181,24 @@ def test_function_url_streams_with_iam_auth_by_default(transform: Transform, aut
         "SpeakUrlPublicInvoke": "PublicSpeakUrl",
     }
     assert template["Conditions"]["PublicSpeakUrl"] == {"Fn::Equals": [{"Ref": "FunctionUrlAuthType"}, "NONE"]}
+
+
+def test_speak_environment_configures_the_app(transform: Transform) -> None:
+    template = transform()
+    variables = template["Resources"]["SpeakFunction"]["Properties"]["Environment"]["Variables"]
+    defaults = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()}
+    resolved = {k: defaults[v["Ref"]] if isinstance(v, dict) else v for k, v in variables.items()}
+    config = SpeakConfig.from_env({**resolved, "AWS_REGION": REGION})  # Lambda sets AWS_REGION
+    assert config.sagemaker_endpoint == defaults["EndpointName"] and config.kokoro_ws_url is None
+    assert config.bedrock is not None and config.bedrock.model_id == defaults["BedrockModelId"]
+    assert (config.service, config.metrics_namespace) == ("speak", "voicestream")  # the alarms' dimensions
+
+
+def test_endpoint_environment_is_what_the_server_reads(transform: Transform) -> None:
+    container = transform(**ENDPOINT)["Resources"]["KokoroModel"]["Properties"]["PrimaryContainer"]
+    server_settings = {"VOICESTREAM_BACKEND", "VOICESTREAM_MODEL_DIR", "VOICESTREAM_THREADS",
+                       "VOICESTREAM_SYNTH_WORKERS", "VOICESTREAM_LOG_LEVEL"}  # fmt: skip
+    assert set(container["Environment"]) <= server_settings | set(Limits.ENV_VARS.values())
 
 
 # ----------------------------------------------------------- state machines
