@@ -168,14 +168,15 @@ class _SpeakRun:
         ]
         try:
             while True:
+                # A timeout per wait, not around the yields: the consumer's own time between
+                # events must never be interrupted by our deadline. Once finished, the error
+                # and done events are already queued: no timeout then.
+                remaining = None if self._status is not None else deadline - time.perf_counter()
                 try:
-                    # A timeout per wait, not around the yields: the consumer's own time
-                    # between events must never be interrupted by our deadline.
-                    event = await asyncio.wait_for(self._out.get(), max(0.0, deadline - time.perf_counter()))
+                    event = await asyncio.wait_for(self._out.get(), remaining)
                 except TimeoutError:
-                    self._finish(
-                        "error", ErrorCodes.TIMEOUT, f"the reply took longer than {self.options.max_duration_s} s"
-                    )
+                    limit = self.options.max_duration_s
+                    self._finish("error", ErrorCodes.TIMEOUT, f"the reply took longer than {limit} s")
                     continue
                 yield event
                 if isinstance(event, Done):
