@@ -48,10 +48,12 @@ VENV_SAM := .venv-sam
 SAM_CLI_VERSION := 1.170.0
 AWSLAMBDARIC_VERSION := 4.2.2
 SAM := $(VENV_SAM)/bin/sam
+# The versions are in the stamp's name: changing one reinstalls.
+VENV_SAM_STAMP := $(VENV_SAM)/.stamp-sam$(SAM_CLI_VERSION)-ric$(AWSLAMBDARIC_VERSION)
 # sam build checks python3.12 on PATH, and a pyenv shim fails that check: put the interpreter's own bin first.
 SAM_PATH := $(dir $(PYTHON312)):$(PATH)
 
-$(VENV_SAM)/.stamp:
+$(VENV_SAM_STAMP):
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(VENV_SAM)/bin/python || $(PYTHON312) -m venv $(VENV_SAM)
 	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) "aws-sam-cli==$(SAM_CLI_VERSION)"
@@ -59,7 +61,7 @@ $(VENV_SAM)/.stamp:
 	touch $@
 
 .PHONY: venv venv-torch venv-sam
-venv-sam: $(VENV_SAM)/.stamp
+venv-sam: $(VENV_SAM_STAMP)
 venv: $(VENV)/.stamp
 venv-torch: $(VENV_TORCH)/.stamp
 
