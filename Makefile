@@ -118,4 +118,4 @@ destroy: venv venv-sam
 
 .PHONY: bench
 bench: models
-	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/run.py
