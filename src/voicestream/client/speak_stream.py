@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import httpx
 
-from voicestream.agent.events import AudioChunk, SpeakEvent, SynthesisComplete, from_wire
+from voicestream.agent.events import EVENT_TYPES, AudioChunk, SpeakEvent, SynthesisComplete, from_wire
 from voicestream.frames import BinaryFrameDecoder, FrameError, FrameKind, SSEDecoder
 
 
@@ -40,9 +40,15 @@ class SpeakStreamDecoder:
         self._next_index = 0  # the sentence bare AUDIO frames belong to (binary transport)
 
     def feed(self, chunk: bytes) -> list[SpeakEvent]:
-        """Decode one delivered chunk; FrameError when the stream is not a speak stream."""
+        """Decode one delivered chunk; FrameError when the stream is not a speak stream.
+
+        Events of unknown names are skipped, so a newer server does not break this client."""
         if self.transport == "sse":
-            return [self._from_sse(event.event, event.json()) for event in self._sse.feed(chunk)]
+            return [
+                self._from_sse(event.event, event.json())
+                for event in self._sse.feed(chunk)
+                if event.event in EVENT_TYPES
+            ]
         events: list[SpeakEvent] = []
         for frame in self._frames.feed(chunk):
             if frame.kind is FrameKind.AUDIO:
@@ -52,6 +58,8 @@ class SpeakStreamDecoder:
             name = body.pop("event", None)
             if not isinstance(name, str):
                 raise FrameError('EVENT frame has no "event" name')
+            if name not in EVENT_TYPES:
+                continue
             event = _typed(name, body)
             if isinstance(event, SynthesisComplete):
                 self._next_index = event.index + 1
