@@ -24,13 +24,15 @@ import pytest
 from moto import mock_aws
 
 from tests.sam.conftest import REGION, REPO, Transform
+from tests.sam.fake_hub import FakeHub, serve
 from tests.sam.moto_stack import create_stack
 from voicestream.deploy.aws import connect
-from voicestream.deploy.commands import Settings, destroy, ensure_endpoint, require_stack, validate
+from voicestream.deploy.commands import Settings, destroy, ensure_endpoint, ensure_model, require_stack, validate
 from voicestream.deploy.errors import DeployError
 from voicestream.deploy.execution import format_report, run_state_machine
 from voicestream.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
-from voicestream.deploy.model import SHA256_METADATA, local_files, model_prefix, upload_model
+from voicestream.deploy.model import SHA256_METADATA, fetch_model, local_files, model_prefix, upload_model
+from voicestream.deploy.pins import MODEL_REPO, MODEL_REVISION
 from voicestream.deploy.stack import describe
 
 STACK = "voicestream"
@@ -273,3 +275,67 @@ def test_a_failing_execution_raises_its_cause(aws: None) -> None:
         run_state_machine(
             boto3.client("stepfunctions", region_name=REGION), arn, {}, Lines(), label="deploy-validate", poll_s=0.05
         )
+
+
+# ------------------------------------------------- model from the hub
+HUB_FILES = {
+    "config.json": json.dumps({"vocab": {"a": 1}, "n_token": 178}).encode(),
+    "kokoro-v1_0.pth": os.urandom(200_000),
+    "voices/af_heart.pt": os.urandom(10_000),
+    "voices/am_michael.pt": os.urandom(10_000),
+    "README.md": b"# not needed by the endpoint\n",
+}
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    from huggingface_hub import constants
+
+    fake = FakeHub(MODEL_REPO, "c0ffee" + "0" * 34, HUB_FILES, lfs_suffixes=(".pth", ".pt"))
+    with serve(fake) as url:
+        # Both are read from HF_ENDPOINT when huggingface_hub is first imported.
+        monkeypatch.setattr(constants, "ENDPOINT", url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+        from huggingface_hub import HfApi, hf_hub_url
+
+        # Never the real hub from a test: stop here if this client version looks elsewhere.
+        assert hf_hub_url(MODEL_REPO, "config.json").startswith(url) and HfApi().endpoint == url
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        yield fake
+
+
+def test_model_step_puts_the_hub_files_in_the_bucket_verified(aws: None, hub: FakeHub, tmp_path: Path) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="models")
+    settings = Settings(region=REGION, revision=hub.commit, model_cache=tmp_path / "cache")
+    prefix = ensure_model(s3, "models", settings, Lines())
+    assert prefix == f"kokoro-82m/{hub.commit[:12]}/"
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="models", Prefix=prefix)["Contents"]}
+    wanted = {"config.json", "kokoro-v1_0.pth", "voices/af_heart.pt", "voices/am_michael.pt", "SOURCE.json"}
+    assert keys == {prefix + name for name in wanted}  # README.md is not model data
+    body = s3.get_object(Bucket="models", Key=prefix + "kokoro-v1_0.pth")["Body"].read()
+    assert body == HUB_FILES["kokoro-v1_0.pth"]
+
+    # Again: nothing is downloaded or uploaded twice.
+    downloads = len(hub.downloads)
+    lines = Lines()
+    ensure_model(s3, "models", settings, lines)
+    assert len(hub.downloads) == downloads
+    assert lines[-1].endswith("0 uploaded, 5 already there")
+
+
+def test_model_step_refuses_bytes_that_do_not_match_the_hub(aws: None, hub: FakeHub, tmp_path: Path) -> None:
+    hub.tamper("voices/af_heart.pt", os.urandom(10_000))
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="models")
+    settings = Settings(region=REGION, revision=hub.commit, model_cache=tmp_path / "cache")
+    with pytest.raises(DeployError, match=r"voices/af_heart\.pt does not match the hub"):
+        ensure_model(s3, "models", settings, Lines())
+    assert "Contents" not in s3.list_objects_v2(Bucket="models")  # nothing unverified reaches the bucket
+
+
+def test_the_pinned_revision_must_carry_the_pinned_checkpoint(hub: FakeHub, tmp_path: Path) -> None:
+    hub.commit = MODEL_REVISION  # the hub claims the pinned commit but serves another checkpoint
+    with pytest.raises(DeployError, match="is not the pinned checkpoint"):
+        fetch_model(tmp_path / "cache", MODEL_REVISION, Lines())
