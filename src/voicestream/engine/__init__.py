@@ -53,9 +53,7 @@ def create_engine(
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def load_engine(
-    backend: str | None = None, model_dir: Path | None = None, threads: int | None = None
-) -> SpeechEngine:
+def load_engine(backend: str | None = None, model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
     """Create and load an engine: weights verified and loaded, G2P warmed."""
     engine = create_engine(backend, model_dir, threads)
     engine.load()

@@ -127,8 +127,7 @@ def fetch_onnx_assets(model_dir: Path | None = None, progress: Progress = print)
             _install_verified(root / config_spec["file"], config_spec, [member])
         voice_spec = spec["voices"]
         voice_entries = {
-            voice: {"size": voice_spec["size"], "sha256": digest}
-            for voice, digest in voice_spec["sha256"].items()
+            voice: {"size": voice_spec["size"], "sha256": digest} for voice, digest in voice_spec["sha256"].items()
         }
         voices_dir = root / "voices"
         missing = [v for v, e in voice_entries.items() if not _is_verified(voices_dir / f"{v}.bin", e)]

@@ -53,9 +53,7 @@ class OnnxEngine(SpeechEngine):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(
-            str(assets.model), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = onnxruntime.InferenceSession(str(assets.model), options, providers=["CPUExecutionProvider"])
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
