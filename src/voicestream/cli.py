@@ -42,7 +42,14 @@ def _say(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from voicestream.demo import run_demo
 
-    return run_demo(args.out_dir, backend=args.backend, model_dir=args.model_dir, threads=args.threads)
+    return run_demo(
+        args.out_dir,
+        backend=args.backend,
+        model_dir=args.model_dir,
+        threads=args.threads,
+        kokoro_url=args.kokoro_url,
+        repeats=args.repeats,
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -88,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the main job on the local default (what `make demo` runs)")
     demo.add_argument("--out-dir", type=Path, default=Path("out"))
+    demo.add_argument("--kokoro-url", default=None, help="use this Kokoro server instead of starting one")
+    demo.add_argument("--repeats", type=int, default=2, help="runs per mode (medians are shown)")
     engine_options(demo)
     demo.set_defaults(handler=_demo)
 
