@@ -16,7 +16,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 
 .PHONY: help
 help:
-	@echo "make demo    the main job: speak the benchmark text on the local default (real Kokoro-82M, CPU)"
+	@echo "make demo    the main job: a voice agent's reply spoken bidi vs batch on the local default (real Kokoro-82M, CPU)"
 	@echo "make test    lint, type-check and every test (creates the environments it needs)"
 	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
