@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import json
 import subprocess
 import zipfile
@@ -22,6 +23,7 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
 from tests.sam.conftest import (
@@ -35,6 +37,8 @@ from tests.sam.conftest import (
     load_built_template,
     wait_for_port,
 )
+from tests.statemachines.conftest import LambdaContext
+from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
 from tests.support.server import LiveServer
 from voicestream.frames import SSEDecoder
 from voicestream.tasks.validate import ValidationSettings
@@ -182,9 +186,8 @@ def test_benchmark_function_aggregates_trials(rie: RunEmulator) -> None:
 
 
 def test_validate_function_loads_and_refuses_an_event_without_an_endpoint(rie: RunEmulator) -> None:
-    # The sample event's checks need the SageMaker endpoint itself (no network here); the
-    # state machine tests run them against the local server. Here: the built handler loads
-    # with everything it imports from the layer, and reads the sample event as valid.
+    # Under the emulator the checks cannot reach a SageMaker endpoint (no network here): the
+    # built handler loads everything it imports from the layer and answers a bad event clearly.
     sample = event("validate")
     settings = ValidationSettings.from_event(sample, default_region=REGION)
     assert settings.endpoint_name == "voicestream-kokoro" and len(settings.sentences) == 3
@@ -193,3 +196,29 @@ def test_validate_function_loads_and_refuses_an_event_without_an_endpoint(rie: R
     assert result.failed
     assert result.payload["errorType"] == "ValueError"
     assert "endpoint_name" in result.payload["errorMessage"]
+
+
+def test_validate_handler_passes_the_sample_event_against_the_real_server(
+    sam_build: Path, kokoro_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built handler, fed events/validate.json, with SageMaker's runtime played at the SDK's
+    transport boundary in front of the real local Kokoro server (as tests/statemachines do)."""
+    template = load_built_template(sam_build)
+    variables = {
+        **template["Globals"]["Function"]["Environment"]["Variables"],
+        **template["Resources"]["ValidateFunction"]["Properties"]["Environment"]["Variables"],
+        **AWS_TEST_ENV,
+    }
+    for key, value in variables.items():  # what Lambda would set from the template
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location("built_validate_app", built(sam_build, "ValidateFunction") / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    context = LambdaContext(function_name="validate", invoked_function_arn="arn:aws:lambda:us-east-1:1:function:v")
+    with mock_aws(), sagemaker_in_front_of(kokoro_server, kokoro_server) as (validator, _):
+        module.validator = validator
+        report = module.handler(event("validate"), context)
+    assert report["passed"] is True, report["cause"]
+    sentences = next(c for c in report["checks"] if c["name"] == "bidi_three_sentences")["data"]["sentences"]
+    assert len(sentences) == len(event("validate")["sentences"])
