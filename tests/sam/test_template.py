@@ -144,6 +144,15 @@ def test_task_roles_hold_only_what_their_steps_call(transform: Transform) -> Non
     benchmark = role_statements(template, "BenchmarkStateMachineRole")
     assert actions(benchmark) == {"lambda:InvokeFunction", "s3:PutObject"}
     assert sub_text(statement_for(benchmark, "s3:PutObject")[0]["Resource"]) == "${ResultsBucket.Arn}/benchmarks/*"
+    build = role_statements(template, "ImageBuildRole")
+    push = {"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+            "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage"}  # fmt: skip
+    assert actions(build) == push | {
+        "logs:CreateLogStream", "logs:PutLogEvents", "s3:GetObject", "s3:GetObjectVersion", "s3:GetBucketAcl",
+        "s3:GetBucketLocation", "ecr:GetAuthorizationToken",
+    }  # fmt: skip
+    assert statement_for(build, "ecr:PutImage")[0]["Resource"] == {"Fn::GetAtt": ["Repository", "Arn"]}
+    assert sub_text(statement_for(build, "s3:GetObject")[0]["Resource"]) == "${ModelBucket.Arn}/build/*"
     assert actions(role_statements(template, "BenchmarkRole")) - base == {
         "sagemaker:InvokeEndpointWithBidirectionalStream", "sagemaker:InvokeEndpointWithResponseStream",
         "lambda:InvokeFunctionUrl",
