@@ -102,7 +102,7 @@ class ReplaySource:
     def name(self) -> str:
         return "replay"
 
-    async def stream(self) -> AsyncIterator[str]:
+    async def stream(self) -> AsyncGenerator[str]:
         # Deadlines are measured from one start time, so sleeps do not accumulate drift and a
         # slow consumer does not slow the "model" down (an LLM does not wait for us either).
         start = time.perf_counter()
@@ -175,7 +175,7 @@ class StrandsSource:
     def name(self) -> str:
         return f"bedrock:{self.factory.settings.model_id}"
 
-    async def stream(self) -> AsyncIterator[str]:
+    async def stream(self) -> AsyncGenerator[str]:
         from strands import Agent
         from strands.event_loop._retry import ModelRetryStrategy
 

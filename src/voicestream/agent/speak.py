@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from voicestream.chunker import SentenceChunker
 from voicestream.client import Audio, BidiSession, Cancelled, SessionClosed, SessionError
@@ -249,24 +249,29 @@ class _SpeakRun:
     # --- text: source → chunker → pieces -----------------------------------------------------
 
     async def _read_text(self) -> None:
-        stream = cast(AsyncGenerator[str], self.source.stream())
+        stream = self.source.stream()
         try:
-            async with contextlib.aclosing(stream) as deltas:
-                async for delta in deltas:
-                    if not isinstance(delta, str):
-                        raise TypeError(f"text source yielded {type(delta).__name__}, not str")
-                    if not delta:
-                        continue
-                    t_ms = self._t()
-                    if self._first_text is None:
-                        self._first_text = t_ms
-                    self._text.append(delta)
-                    self._emit(TextDelta(text=delta, t_ms=t_ms))
-                    for piece in self.chunker.feed(delta):
-                        self._cut(piece)
+            async for delta in stream:
+                if not isinstance(delta, str):
+                    raise TypeError(f"text source yielded {type(delta).__name__}, not str")
+                if not delta:
+                    continue
+                t_ms = self._t()
+                if self._first_text is None:
+                    self._first_text = t_ms
+                self._text.append(delta)
+                self._emit(TextDelta(text=delta, t_ms=t_ms))
+                for piece in self.chunker.feed(delta):
+                    self._cut(piece)
         except TextSourceError as exc:
             self._finish("error", exc.code, exc.message)
             return
+        finally:
+            # Close the source here, in this task, also when cancelled: a model stream must
+            # stop now, not whenever the garbage collector finalizes it.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
         rest = self.chunker.flush()
         if rest is not None:
             self._cut(rest)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -95,7 +95,7 @@ def _typed(name: str, body: dict[str, Any], audio: bytes = b"") -> SpeakEvent:
 
 async def speak_events(
     client: httpx.AsyncClient, url: str, request: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
-) -> AsyncIterator[SpeakEvent]:
+) -> AsyncGenerator[SpeakEvent]:
     """POST `request` to a speak function's /speak (`url` is its base URL) and yield its events.
 
     The transport is the request's own (`"transport"`, default sse). Raises `SpeakHTTPError`
