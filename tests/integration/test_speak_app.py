@@ -166,14 +166,20 @@ async def test_logs_carry_the_correlation_id_and_metrics_are_emf(
     config = SpeakConfig(kokoro_ws_url=kokoro_server.ws_url, service=service, metrics_namespace="voicestream-test")
     with start_speak_server(config, log_stream=logs) as server:
         await speak(server.url, {"text": "Hi there.", "mode": "batch", "pace": FAST}, {"X-Correlation-Id": "abc-123"})
+        async with httpx.AsyncClient(timeout=120) as client:  # no id given: one is made up
+            response = await client.post(f"{server.url}/speak", json={"text": "Bye.", "pace": FAST})
+        generated = response.headers["x-correlation-id"]
 
     lines = [json.loads(line) for line in logs.getvalue().splitlines()]
     finished = [line for line in lines if line["message"] == "speak finished"]
-    assert finished and finished[0]["correlation_id"] == "abc-123" and finished[0]["status"] == "complete"
+    assert [line["correlation_id"] for line in finished] == ["abc-123", generated]
+    assert finished[0]["status"] == "complete"
     assert finished[0]["mode"] == "batch" and finished[0]["service"] == service
+    # Every line of a reply carries its id, the core's lines included.
+    assert {line["correlation_id"] for line in lines} == {"abc-123", generated}
 
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    [record] = [r for r in emf if r.get("service") == service]
+    record, _ = [r for r in emf if r.get("service") == service]
     directive = record["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "voicestream-test"
     assert ["mode", "service"] in [sorted(d) for d in directive["Dimensions"]]

@@ -130,7 +130,7 @@ def create_app(config: SpeakConfig | None = None, *, log_stream: TextIO | None =
         except SpeakRequestError as error:
             telemetry.logger.info("speak refused", extra={"status_code": error.status, "code": error.code})
             return _error(error.status, error.code, error.message, headers)
-        telemetry.bind(request.headers, mode=body.mode, transport=body.transport)
+        telemetry.tag(mode=body.mode, transport=body.transport)
         source = text_source(body)
         telemetry.logger.info("speak started", extra={"source": source.name, "tts": config.tts_description})
         options = SpeakOptions(

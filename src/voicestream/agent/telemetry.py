@@ -58,14 +58,19 @@ class Telemetry:
         core.setLevel(self.logger.log_level)
         core.propagate = False
 
-    def bind(self, headers: Mapping[str, str], **keys: Any) -> str:
-        """Tag every log line of the current request (context-local); returns its correlation id."""
+    def bind(self, headers: Mapping[str, str]) -> str:
+        """Start a request's context: its correlation id on every log line (context-local, so
+        concurrent requests do not mix) and its X-Ray trace id. Returns the correlation id."""
         cid = correlation_id(headers)
-        self.logger.thread_safe_append_keys(correlation_id=cid, **keys)
+        self.logger.thread_safe_append_keys(correlation_id=cid)
         trace_header = headers.get("x-amzn-trace-id")
         if trace_header and os.environ.get("LAMBDA_TASK_ROOT"):
             os.environ["_X_AMZN_TRACE_ID"] = trace_header
         return cid
+
+    def tag(self, **keys: Any) -> None:
+        """More keys for every later log line of the current request."""
+        self.logger.thread_safe_append_keys(**keys)
 
     def reply(self, mode: str, transport: str) -> ReplyObserver:
         return ReplyObserver(self, mode, transport)
