@@ -27,7 +27,15 @@ from tests.sam.conftest import REGION, REPO, Transform
 from tests.sam.fake_hub import FakeHub, serve
 from tests.sam.moto_stack import create_stack
 from voicestream.deploy.aws import connect
-from voicestream.deploy.commands import Settings, destroy, ensure_endpoint, ensure_model, require_stack, validate
+from voicestream.deploy.commands import (
+    Settings,
+    deploy,
+    destroy,
+    ensure_endpoint,
+    ensure_model,
+    require_stack,
+    validate,
+)
 from voicestream.deploy.errors import DeployError
 from voicestream.deploy.execution import format_report, run_state_machine
 from voicestream.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
@@ -339,3 +347,31 @@ def test_the_pinned_revision_must_carry_the_pinned_checkpoint(hub: FakeHub, tmp_
     hub.commit = MODEL_REVISION  # the hub claims the pinned commit but serves another checkpoint
     with pytest.raises(DeployError, match="is not the pinned checkpoint"):
         fetch_model(tmp_path / "cache", MODEL_REVISION, Lines())
+
+
+def test_deploy_after_the_stack_is_resumable(stack: dict[str, str], hub: FakeHub, tmp_path: Path) -> None:
+    """Steps 2-5 of `voicestream deploy` on the moto stack (SAM and the deploy-validate run are
+    out of moto's reach); a second run finds every step done."""
+    context = build_context(REPO)
+    ecr = boto3.client("ecr", region_name=REGION)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"})
+    ecr.put_image(repositoryName=stack["RepositoryName"], imageManifest=manifest, imageTag=context.tag)  # pushed
+    settings = Settings(
+        stack_name=STACK, root=REPO, region=REGION, builder="codebuild", model_cache=tmp_path / "cache",
+        revision=hub.commit, validate=False, update_stack=False,
+    )  # fmt: skip
+    first = Lines()
+    assert deploy(settings, first) == 0
+    assert [line.split("]")[0] for line in first if line.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    deployed = describe(boto3.client("cloudformation", region_name=REGION), STACK)
+    assert deployed is not None and deployed.outputs["EndpointDeployed"] == "true"
+    assert deployed.parameters["ImageTag"] == context.tag
+    assert deployed.parameters["ModelDataPrefix"] == model_prefix(hub.commit)
+    assert len(boto3.client("sagemaker", region_name=REGION).list_endpoints()["Endpoints"]) == 1
+
+    second = Lines()
+    assert deploy(settings, second) == 0
+    text = "\n".join(second)
+    assert "0 uploaded, 5 already there" in text
+    assert f"{stack['RepositoryName']}:{context.tag} already in ECR" in text
+    assert "parameters already set" in text

@@ -28,6 +28,7 @@ def _settings(args: argparse.Namespace) -> Any:
         model_cache=getattr(args, "model_cache", None),
         revision=getattr(args, "revision", MODEL_REVISION),
         validate=not getattr(args, "skip_validate", False),
+        update_stack=not getattr(args, "skip_stack", False),
     )
 
 
@@ -89,6 +90,11 @@ def register(commands: Any) -> None:
     deploy.add_argument("--model-cache", type=Path, default=None, help="local copy of the model files")
     deploy.add_argument("--revision", default=MODEL_REVISION, help="hexgrad/Kokoro-82M revision (pinned default)")
     deploy.add_argument("--skip-validate", action="store_true", help="do not run the deploy-validate state machine")
+    deploy.add_argument(
+        "--skip-stack",
+        action="store_true",
+        help="use the stack as deployed: no sam build/deploy (model, image, endpoint only)",
+    )
     deploy.set_defaults(handler=_guarded(_deploy))
 
     validate = commands.add_parser("validate", help="run the deploy-validate state machine, print its report")

@@ -45,6 +45,7 @@ class Settings:
     model_cache: Path | None = None
     revision: str = MODEL_REVISION
     validate: bool = True
+    update_stack: bool = True  # False: use the stack as deployed (skip sam build/deploy)
 
     def template(self) -> Path:
         template = self.root / "template.yaml"
@@ -126,15 +127,16 @@ def deploy(settings: Settings, progress: Progress = print, connect: Callable[...
     settings.template()
     context = build_context(settings.root)
     progress(f"deploying stack {settings.stack_name} to {target.describe}")
-    steps = Steps(6 if settings.validate else 5, progress)
-    with steps.step("stack: sam build + sam deploy"):
-        run_sam(settings.root, target, ["build"], progress)
-        run_sam(
-            settings.root, target,
-            ["deploy", "--stack-name", settings.stack_name, "--resolve-s3", "--no-confirm-changeset",
-             "--no-fail-on-empty-changeset", "--capabilities", *CAPABILITIES],
-            progress,
-        )  # fmt: skip
+    steps = Steps(4 + settings.validate + settings.update_stack, progress)
+    if settings.update_stack:
+        with steps.step("stack: sam build + sam deploy"):
+            run_sam(settings.root, target, ["build"], progress)
+            run_sam(
+                settings.root, target,
+                ["deploy", "--stack-name", settings.stack_name, "--resolve-s3", "--no-confirm-changeset",
+                 "--no-fail-on-empty-changeset", "--capabilities", *CAPABILITIES],
+                progress,
+            )  # fmt: skip
     with steps.step("stack outputs"):
         stack = require_stack(target, settings.stack_name)
         for key in ("ModelBucketName", "RepositoryUri", "SpeakFunctionUrl"):
