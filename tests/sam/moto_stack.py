@@ -5,7 +5,8 @@ buckets, the ECR repository, Lambda functions and layer, SageMaker model/config/
 state machines with their substitutions applied) and resolves every Ref/GetAtt/Sub between them.
 It has no model for a few types (function URL, alarms, auto scaling, CodeBuild, bucket
 policies): those resources are left out, and a reference to one becomes the literal
-"<not-in-moto:LogicalId>"; functions lose their Layers (moto keeps none it did not publish).
+"<not-in-moto:LogicalId>"; functions lose their Layers (moto keeps none it did not publish);
+state machines get their DefinitionSubstitutions applied through Fn::Sub (moto ignores them).
 What moto creates is otherwise exactly what the template says.
 """
 
@@ -63,6 +64,8 @@ def prune_for_moto(template: dict[str, Any]) -> dict[str, Any]:
         return [rewrite_sub(text), rewrite(variables)]
 
     for resource in pruned["Resources"].values():
+        if resource["Type"] == "AWS::StepFunctions::StateMachine":
+            substitute_definition(resource["Properties"])
         if resource["Type"] == "AWS::Lambda::Function":
             # moto drops layers it did not publish, and its stack update breaks on a layer Ref.
             resource["Properties"].pop("Layers", None)
@@ -74,6 +77,20 @@ def prune_for_moto(template: dict[str, Any]) -> dict[str, Any]:
     pruned["Resources"] = rewrite(pruned["Resources"])
     pruned["Outputs"] = rewrite(pruned.get("Outputs", {}))
     return pruned
+
+
+def substitute_definition(properties: dict[str, Any]) -> None:
+    """DefinitionSubstitutions as Fn::Sub with a variable map, which does the same and which moto
+    resolves (its state machine ignores DefinitionSubstitutions)."""
+    substitutions = properties.pop("DefinitionSubstitutions", None)
+    if not substitutions:
+        return
+    definition = properties["DefinitionString"]
+    if isinstance(definition, dict) and "Fn::Join" in definition:
+        separator, parts = definition["Fn::Join"]
+        assert all(isinstance(part, str) for part in parts), "the SAM transform inlines the ASL as text"
+        definition = separator.join(parts)
+    properties["DefinitionString"] = {"Fn::Sub": [definition, substitutions]}
 
 
 def upload_artifacts(s3: Any, template: dict[str, Any]) -> None:

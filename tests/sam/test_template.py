@@ -343,3 +343,28 @@ def test_deployed_functions_are_wired_to_the_deployed_resources(moto_stack: dict
     sfn = boto3.client("stepfunctions", region_name=REGION)
     for key in ("DeployValidateStateMachineArn", "BenchmarkStateMachineArn", "TeardownStateMachineArn"):
         assert sfn.describe_state_machine(stateMachineArn=moto_stack[key])["status"] == "ACTIVE"
+
+
+def test_deployed_state_machines_call_the_deployed_functions(moto_stack: dict[str, Any]) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    functions = {
+        f["FunctionName"]: f["FunctionArn"]
+        for f in boto3.client("lambda", region_name=REGION).list_functions()["Functions"]
+    }
+    expected = {
+        "DeployValidateStateMachineArn": "ValidateFunction",
+        "BenchmarkStateMachineArn": "BenchmarkFunction",
+        "TeardownStateMachineArn": "TeardownFunction",
+    }
+    for output, function in expected.items():
+        definition = sfn.describe_state_machine(stateMachineArn=moto_stack[output])["definition"]
+        assert "${" not in definition, output
+        targets = set(re.findall(r'"FunctionName": "([^"]+)"', definition))
+        (arn,) = [arn for name, arn in functions.items() if f"-{function}-" in name]
+        assert targets == {arn}, (output, targets)
+    benchmark = json.loads(
+        sfn.describe_state_machine(stateMachineArn=moto_stack["BenchmarkStateMachineArn"])["definition"]
+    )
+    defaults = benchmark["States"][benchmark["StartAt"]]["Parameters"]["defaults"]
+    assert defaults["results_bucket"] == moto_stack["ResultsBucketName"]
+    assert defaults["endpoint_name"] == moto_stack["EndpointName"]
