@@ -235,15 +235,12 @@ def _local_kokoro(backend: str | None, model_dir: Path | None, threads: int | No
 
 @contextlib.contextmanager
 def _local_speak_app(kokoro_ws_url: str) -> Iterator[str]:
-    import os
-
     from voicestream.agent.app import create_app
     from voicestream.agent.config import SpeakConfig
 
-    # The app's EMF metrics go to stdout, which is the demo's table here: keep them out.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    # Logs and EMF metrics would land in the demo's table on stdout: keep them out.
     config = SpeakConfig(kokoro_ws_url=kokoro_ws_url, service="voicestream-demo")
-    with _serve(create_app(config, log_stream=io.StringIO()), "speak app") as url:
+    with _serve(create_app(config, log_stream=io.StringIO(), metrics=False), "speak app") as url:
         yield url
 
 

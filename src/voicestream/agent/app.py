@@ -105,11 +105,13 @@ async def _read_body(request: Request) -> bytes:
     return bytes(body)
 
 
-def create_app(config: SpeakConfig | None = None, *, log_stream: TextIO | None = None) -> Starlette:
+def create_app(
+    config: SpeakConfig | None = None, *, log_stream: TextIO | None = None, metrics: bool = True
+) -> Starlette:
     """The app; `config` defaults to the environment (ConfigError when it is incomplete).
-    Logs go to `log_stream` (default stdout); EMF metrics always go to stdout."""
+    Logs go to `log_stream` (default stdout); EMF metrics to stdout unless `metrics` is False."""
     config = config or SpeakConfig.from_env()
-    telemetry = Telemetry(config.service, config.metrics_namespace, log_stream)
+    telemetry = Telemetry(config.service, config.metrics_namespace, log_stream, metrics)
     bedrock = BedrockModelFactory(config.bedrock) if config.bedrock else None
     open_session = config.session_factory()
 

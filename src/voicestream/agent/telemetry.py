@@ -40,11 +40,13 @@ def correlation_id(headers: Mapping[str, str]) -> str:
 
 
 class Telemetry:
-    """`stream` is where log lines go (stdout by default, which Lambda ships to CloudWatch)."""
+    """`stream` is where log lines go (stdout by default, which Lambda ships to CloudWatch);
+    `metrics=False` keeps EMF records off stdout (the demo prints its table there)."""
 
-    def __init__(self, service: str, namespace: str, stream: TextIO | None = None) -> None:
+    def __init__(self, service: str, namespace: str, stream: TextIO | None = None, metrics: bool = True) -> None:
         self.service = service
         self.namespace = namespace
+        self.metrics = metrics
         self.logger = Logger(service=service, stream=stream)
         self.tracer = Tracer(service=service)
         # The core logs through stdlib loggers: route them through this logger's JSON handler
@@ -122,6 +124,8 @@ class ReplyObserver:
                 "audio_ms": done.audio_ms if done else None,
             },
         )
+        if not self.telemetry.metrics:
+            return
         metrics = EphemeralMetrics(namespace=self.telemetry.namespace, service=self.telemetry.service)
         metrics.add_dimension(name="mode", value=self.mode)
         metrics.add_metric(name="Replies", unit=MetricUnit.Count, value=1)
