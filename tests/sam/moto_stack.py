@@ -7,6 +7,9 @@ It has no model for a few types (function URL, alarms, auto scaling, CodeBuild, 
 policies): those resources are left out, and a reference to one becomes the literal
 "<not-in-moto:LogicalId>"; functions lose their Layers (moto keeps none it did not publish);
 state machines get their DefinitionSubstitutions applied through Fn::Sub (moto ignores them).
+
+moto's CloudFormation puts state machines in the Step Functions backend that does not execute
+(FACTS.md); `make_executable` copies them, same name and definition, into the one that does.
 What moto creates is otherwise exactly what the template says.
 """
 
@@ -20,7 +23,8 @@ from typing import Any
 
 from moto.cloudformation.parsing import get_model_map
 
-ARTIFACT_BUCKET = "packaged-artifacts"  # tests/sam/sam_transform.py points code URIs here
+ARTIFACT_BUCKET = "packaged-artifacts"
+CONTEXT_TOKEN = "@@CONTEXT-OBJECT@@"  # tests/sam/sam_transform.py points code URIs here
 
 
 def unsupported_resources(template: dict[str, Any]) -> set[str]:
@@ -90,7 +94,16 @@ def substitute_definition(properties: dict[str, Any]) -> None:
         separator, parts = definition["Fn::Join"]
         assert all(isinstance(part, str) for part in parts), "the SAM transform inlines the ASL as text"
         definition = separator.join(parts)
-    properties["DefinitionString"] = {"Fn::Sub": [definition, substitutions]}
+    # moto's Fn::Sub runs string.Template, which would turn the ASL's "$$" (the context object)
+    # into "$"; the token survives it and create_stack puts "$$" back.
+    properties["DefinitionString"] = {"Fn::Sub": [definition.replace("$$", CONTEXT_TOKEN), substitutions]}
+
+
+def restore_context_paths(account: str, region: str) -> None:
+    from moto.stepfunctions.models import stepfunctions_backends
+
+    for machine in stepfunctions_backends[account][region].state_machines:
+        machine.definition = machine.definition.replace(CONTEXT_TOKEN, "$$")
 
 
 def upload_artifacts(s3: Any, template: dict[str, Any]) -> None:
@@ -103,6 +116,17 @@ def upload_artifacts(s3: Any, template: dict[str, Any]) -> None:
         code = resource.get("Properties", {}).get("Code") or resource.get("Properties", {}).get("Content")
         if isinstance(code, dict) and code.get("S3Bucket") == ARTIFACT_BUCKET:
             s3.put_object(Bucket=ARTIFACT_BUCKET, Key=code["S3Key"], Body=archive.getvalue())
+
+
+def make_executable(account: str, region: str) -> None:
+    """Copy the stack's state machines into moto's executing backend (mock_aws with
+    `stepfunctions.execute_state_machine`), keeping their ARNs."""
+    from moto.stepfunctions.models import stepfunctions_backends
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    executing = stepfunctions_parser_backends[account][region]
+    for machine in stepfunctions_backends[account][region].state_machines:
+        executing.create_state_machine(machine.name, machine.definition, machine.roleArn)
 
 
 def parameters(values: dict[str, str]) -> list[dict[str, str]]:
@@ -120,4 +144,6 @@ def create_stack(cfn: Any, s3: Any, name: str, template: dict[str, Any], values:
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
     )
     stack: dict[str, Any] = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    account = stack["StackId"].split(":")[4]
+    restore_context_paths(account, cfn.meta.region_name)
     return stack

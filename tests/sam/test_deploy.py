@@ -22,10 +22,14 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from tests.sam.conftest import REGION, REPO, Transform
 from tests.sam.fake_hub import FakeHub, serve
-from tests.sam.moto_stack import create_stack
+from tests.sam.moto_stack import create_stack, make_executable
+from tests.statemachines.conftest import ACCOUNT, LambdaRouter, load_handler_module
+from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
+from tests.support.server import LiveServer
 from voicestream.deploy.aws import connect
 from voicestream.deploy.commands import (
     Settings,
@@ -375,3 +379,82 @@ def test_deploy_after_the_stack_is_resumable(stack: dict[str, str], hub: FakeHub
     assert "0 uploaded, 5 already there" in text
     assert f"{stack['RepositoryName']}:{context.tag} already in ECR" in text
     assert "parameters already set" in text
+
+
+# ------------------------------------------- the stack's state machines, run
+@pytest.fixture
+def endpoint_stack(aws: None, transform: Transform, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The stack with its endpoint, in moto. moto names the endpoint itself (it ignores
+    EndpointName), so the endpoint the state machines address is made under its real name."""
+    for key, value in {"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "voicestream"}.items():
+        monkeypatch.setenv(key, value)
+    parameters = {**MOTO_PARAMETERS, "ImageTag": "ctx-0123", "ModelDataPrefix": "kokoro-82m/f3ff3571791e/"}
+    created = create_stack(
+        boto3.client("cloudformation", region_name=REGION), boto3.client("s3", region_name=REGION),
+        STACK, transform(**parameters), parameters,
+    )  # fmt: skip
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in created["Outputs"]}
+    make_executable(ACCOUNT, REGION)
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    (config,) = sagemaker.list_endpoint_configs()["EndpointConfigs"]
+    sagemaker.create_endpoint(EndpointName=outputs["EndpointName"], EndpointConfigName=config["EndpointConfigName"])
+    return outputs
+
+
+def route_lambdas(monkeypatch: pytest.MonkeyPatch, handlers: dict[str, Any]) -> LambdaRouter:
+    """moto's Lambda invokes of the stack's functions (by logical id) go to these real handlers."""
+    names = [f["FunctionName"] for f in boto3.client("lambda", region_name=REGION).list_functions()["Functions"]]
+    router = LambdaRouter()
+    for logical_id, handler in handlers.items():
+        (name,) = [name for name in names if f"-{logical_id}-" in name]
+        router.handlers[name] = handler
+
+    def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response: Any) -> bytes:
+        payload, error = router.invoke(function_name, body)
+        if error:
+            response["x-amz-function-error"] = error
+        return payload
+
+    monkeypatch.setattr(LambdaSimpleBackend, "invoke", invoke)
+    return router
+
+
+def test_validate_command_runs_the_stacks_deploy_validate(
+    endpoint_stack: dict[str, str], kokoro_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = load_handler_module("validate")
+    with sagemaker_in_front_of(kokoro_server, kokoro_server) as (validator, _):
+        module.validator = validator
+        route_lambdas(monkeypatch, {"ValidateFunction": module.handler})
+        lines = Lines()
+        assert validate(Settings(stack_name=STACK, region=REGION), lines) == 0
+    marks = {line.split()[1]: line.split()[0] for line in lines if line.strip().startswith(("PASS", "FAIL"))}
+    assert marks == {
+        "bidi_connect": "PASS", "bidi_three_sentences": "PASS", "bidi_malformed_message": "PASS",
+        "invocations_stream": "PASS",
+    }  # fmt: skip
+
+
+def test_destroy_runs_teardown_before_sam_delete(
+    endpoint_stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    for index in range(3):
+        s3.put_object(Bucket=endpoint_stack["ModelBucketName"], Key=f"kokoro-82m/x/{index}", Body=b"weights")
+        s3.put_object(Bucket=endpoint_stack["ResultsBucketName"], Key=f"benchmarks/{index}.json", Body=b"{}")
+    route_lambdas(monkeypatch, {"TeardownFunction": load_handler_module("teardown").handler})
+    # sam delete is SAM CLI's part (no SAM here): destroy must have torn down before it stops there.
+    monkeypatch.setenv("VOICESTREAM_SAM", "/nonexistent/sam")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    lines = Lines()
+    with pytest.raises(DeployError, match="SAM CLI not found"):
+        destroy(Settings(stack_name=STACK, region=REGION), lines, assume_yes=True)
+    report = "\n".join(lines)
+    assert "[1/3] teardown state machine" in report and "[2/3] sam delete" in report
+    assert report.count('"deleted_versions": 3') == 2  # what was removed, as the report says
+    for bucket in ("ModelBucketName", "ResultsBucketName"):
+        assert not s3.list_object_versions(Bucket=endpoint_stack[bucket]).get("Versions")
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    names = [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
+    assert endpoint_stack["EndpointName"] not in names
+    assert sagemaker.list_endpoint_configs()["EndpointConfigs"] == []

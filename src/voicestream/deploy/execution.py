@@ -51,7 +51,13 @@ def run_state_machine(
 
 
 def format_report(report: Mapping[str, Any]) -> list[str]:
-    """Lines for a report: a table when it has `checks` or `resources`, else indented JSON."""
+    """Lines for a report: its `checks` (at the top or one level down, as deploy-validate nests
+    them under `validation`) as a table, the rest as indented JSON."""
+    nested = [key for key, value in report.items() if isinstance(value, Mapping) and "checks" in value]
+    if "checks" not in report and nested:
+        (key, *_) = nested
+        rest = {k: v for k, v in report.items() if k != key}
+        return format_report(report[key]) + (format_report(rest) if rest else [])
     lines: list[str] = []
     checks = report.get("checks")
     if isinstance(checks, list) and checks:
