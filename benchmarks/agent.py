@@ -228,6 +228,8 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "agent.json", repeats=2)
     parser.add_argument("--paces", type=float, nargs="+", default=[20.0, 50.0, 100.0], help="tokens per second")
     args: argparse.Namespace = parser.parse_args()
+    # The speak app prints CloudWatch metrics (EMF) per reply, after it ends: not wanted here.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     if GOAL_PACE not in args.paces:
         parser.error(f"--paces must include the goal pace {GOAL_PACE:g}")
     with kokoro_server(args.url, args.threads) as server:

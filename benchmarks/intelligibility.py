@@ -27,7 +27,17 @@ import re
 import sys
 from typing import Any
 
-from common import ROOT, LocalServer, anchor_style_requests, base_parser, header, kokoro_server, run_session, write_json
+from common import (
+    ROOT,
+    LocalServer,
+    SessionRecord,
+    anchor_style_requests,
+    base_parser,
+    header,
+    kokoro_server,
+    run_session,
+    write_json,
+)
 from voicestream.chunker import SentenceChunker, split_sentences
 from voicestream.texts import agent_reply, paragraph
 
@@ -53,11 +63,10 @@ def variants(text: str) -> dict[str, list[str]]:
     }
 
 
-async def speak(server: LocalServer, name: str, pieces: list[str]) -> bytes:
+async def speak(server: LocalServer, name: str, pieces: list[str]) -> SessionRecord:
     anchor = anchor_style_requests(server) if name == "whole_unsplit" else contextlib.nullcontext()
     with anchor:
-        record = await run_session(server.ws_url, pieces, keep_audio=True)
-    return record.audio
+        return await run_session(server.ws_url, pieces, keep_audio=True)
 
 
 async def measure(server: LocalServer) -> list[dict[str, Any]]:
@@ -69,7 +78,8 @@ async def measure(server: LocalServer) -> list[dict[str, Any]]:
                 continue
             key = (name,) if name == "whole_unsplit" else tuple(pieces)
             if key not in done:
-                audio = await speak(server, name, pieces)
+                record = await speak(server, name, pieces)
+                audio = record.audio
                 hypothesis = transcribe(audio)
                 done[key] = {
                     "wer": round(word_error_rate(text, hypothesis), 4),
@@ -77,6 +87,7 @@ async def measure(server: LocalServer) -> list[dict[str, Any]]:
                     "audio_s": round(len(audio) / 48_000, 2),
                     "transcript": hypothesis,
                     "measured_as": name,
+                    "session": {key: value for key, value in record.metrics().items() if key != "requests"},
                 }
             rows.append({"text": text_name, "variant": name, "pieces": len(pieces), **done[key]})
             print(f"  {text_name:<24} {name:<15} WER {done[key]['wer']:.3f} {done[key]['wer_numbers_spelled']:.3f}")

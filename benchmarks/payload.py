@@ -1,6 +1,8 @@
 """Experiment 5: bytes on the wire per second of audio, by format and by framing.
 
-The 4-sentence paragraph is spoken once per cell through a counting TCP proxy on 127.0.0.1,
+The first two sentences of the benchmark paragraph (about 8 s of audio: bytes per second of
+audio do not depend on the length, and 13 cells of the whole paragraph would cost a minute of
+the bench's budget) are spoken once per cell through a counting TCP proxy on 127.0.0.1,
 so the count is what really crosses the socket towards the client: HTTP headers, chunked
 encoding, WebSocket framing, SSE text and base64 included. Cells:
 
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -97,14 +100,24 @@ class CountingProxy:
                 writer.close()
 
 
-async def invocation_cell(server: LocalServer, fmt: AudioFormat, transport: str) -> tuple[Counts, int]:
+def sample_text() -> str:
+    return " ".join(split_sentences(paragraph())[:2])
+
+
+Cell = tuple[Counts, int, dict[str, Any]]  # wire bytes, audio bytes, the session's own metrics
+
+
+async def invocation_cell(server: LocalServer, fmt: AudioFormat, transport: str) -> Cell:
     proxy = CountingProxy(server.http_url)
     async with proxy.running() as url:
-        result = await invoke(url, paragraph(), format=fmt, transport="sse" if transport == "sse" else "binary")
-    return proxy.counts, len(result.audio)
+        result = await invoke(url, sample_text(), format=fmt, transport="sse" if transport == "sse" else "binary")
+    first = result.first_audio_s
+    session = {"first_audio_ms": None if first is None else round(first * 1000, 1)}
+    session["completion_ms"] = round(result.total_s * 1000, 1)
+    return proxy.counts, len(result.audio), session
 
 
-async def bidi_cell(server: LocalServer, fmt: AudioFormat) -> tuple[Counts, int]:
+async def bidi_cell(server: LocalServer, fmt: AudioFormat) -> Cell:
     proxy = CountingProxy(server.http_url)
 
     def piece_format(index: int) -> AudioFormat:
@@ -113,14 +126,15 @@ async def bidi_cell(server: LocalServer, fmt: AudioFormat) -> tuple[Counts, int]
         return "pcm" if fmt == "wav" and index else fmt
 
     async with proxy.running() as url:
-        record = await run_session(bidi_url(url), split_sentences(paragraph()), format=piece_format, keep_audio=True)
-    return proxy.counts, len(record.audio)
+        record = await run_session(bidi_url(url), split_sentences(sample_text()), format=piece_format, keep_audio=True)
+    session = {key: value for key, value in record.metrics().items() if key != "requests"}
+    return proxy.counts, len(record.audio), session
 
 
-async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[Counts, int, float]:
+async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[Counts, int, float, dict[str, Any]]:
     proxy = CountingProxy(speak_url)
     body = {
-        "text": paragraph(),
+        "text": sample_text(),
         "mode": "bidi",
         "transport": transport,
         "format": fmt,
@@ -129,6 +143,8 @@ async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[
     decoder = SpeakStreamDecoder("sse" if transport == "sse" else "binary")
     audio = 0
     audio_ms = 0.0
+    first_audio_s: float | None = None
+    started = time.perf_counter()
     async with (
         proxy.running() as url,
         httpx.AsyncClient(timeout=120) as client,
@@ -139,13 +155,19 @@ async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[
             for event in decoder.feed(chunk):
                 if isinstance(event, AudioChunk):
                     audio += len(event.data)
+                    first_audio_s = first_audio_s or time.perf_counter() - started
                 elif isinstance(event, Done):
                     audio_ms = event.audio_ms
     decoder.close()
-    return proxy.counts, audio, audio_ms / 1000
+    session = {
+        "first_audio_ms": None if first_audio_s is None else round(first_audio_s * 1000, 1),
+        "completion_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    return proxy.counts, audio, audio_ms / 1000, session
 
 
-def row(path: str, fmt: str, framing: str, counts: Counts, audio_bytes: int, audio_s: float) -> dict[str, Any]:
+def row(path: str, fmt: str, framing: str, cell: Cell, audio_s: float) -> dict[str, Any]:
+    counts, audio_bytes, session = cell
     return {
         "path": path,
         "format": fmt,
@@ -158,29 +180,28 @@ def row(path: str, fmt: str, framing: str, counts: Counts, audio_bytes: int, aud
         "audio_kbps": round(audio_bytes * 8 / audio_s / 1000, 1),
         "wire_bytes_per_audio_s": round(counts.down / audio_s),
         "overhead_vs_audio": ratio(counts.down - audio_bytes, audio_bytes),
+        "session": session,
     }
 
 
 async def measure(server: LocalServer, speak_url: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     # The audio's length comes from the PCM body: every path speaks the same sentences.
-    counts, pcm_bytes = await invocation_cell(server, "pcm", "binary")
-    audio_s = pcm_bytes / PCM_BYTES_PER_S
-    rows.append(row("invocations", "pcm", "binary", counts, pcm_bytes, audio_s))
+    cell = await invocation_cell(server, "pcm", "binary")
+    audio_s = cell[1] / PCM_BYTES_PER_S
+    rows.append(row("invocations", "pcm", "binary", cell, audio_s))
     formats: tuple[AudioFormat, ...] = ("pcm", "wav", "mp3")
     for fmt in formats:
         for transport in ("binary", "sse"):
             if (fmt, transport) != ("pcm", "binary"):
-                counts, size = await invocation_cell(server, fmt, transport)
-                rows.append(row("invocations", fmt, transport, counts, size, audio_s))
-        counts, size = await bidi_cell(server, fmt)
-        rows.append(row("bidi", fmt, "websocket", counts, size, audio_s))
+                rows.append(row("invocations", fmt, transport, await invocation_cell(server, fmt, transport), audio_s))
+        rows.append(row("bidi", fmt, "websocket", await bidi_cell(server, fmt), audio_s))
         print(f"  {fmt}: done")
     speak_formats: tuple[AudioFormat, ...] = ("pcm", "mp3")
     for speak_fmt in speak_formats:
         for transport in ("binary", "sse"):
-            counts, size, speak_audio_s = await speak_cell(speak_url, speak_fmt, transport)
-            rows.append(row("speak", speak_fmt, transport, counts, size, speak_audio_s or audio_s))
+            counts, size, speak_audio_s, session = await speak_cell(speak_url, speak_fmt, transport)
+            rows.append(row("speak", speak_fmt, transport, (counts, size, session), speak_audio_s or audio_s))
     return rows
 
 
@@ -203,6 +224,8 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "payload.json", repeats=1)
     args: argparse.Namespace = parser.parse_args()
+    # The speak app prints CloudWatch metrics (EMF) per reply, after it ends: not wanted here.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     with kokoro_server(args.url, args.threads) as server:
         config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
         with open(os.devnull, "w") as quiet, serve_in_thread(create_app(config, log_stream=quiet), "speak") as speak:
@@ -211,7 +234,7 @@ def main() -> None:
             "payload",
             args,
             server,
-            text=paragraph(),
+            text=sample_text(),
             mp3_bitrate_kbps=Limits.from_env().mp3_bitrate_kbps,
             rows=rows,
             **analyse(rows),

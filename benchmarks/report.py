@@ -1,7 +1,8 @@
 """Renders benchmarks/REPORT.md from benchmarks/results/*.json (measures nothing itself).
 
-A headline table (anchor, goal, ours, met?) and a section per experiment with the command
-that produced its numbers. Missing result files are named, not hidden.
+A headline table (anchor, goal, ours, met?, the command that reproduces it) and a section per
+experiment with its command. Missing result files are named, not hidden. The README's results
+section (between its markers) gets the same headline table, so the two never disagree.
 
     .venv/bin/python benchmarks/report.py [--results benchmarks/results] [--out benchmarks/REPORT.md]
 """
@@ -59,11 +60,17 @@ def p95(stats: Json) -> float | None:
     return None if value is None else float(value)
 
 
+HEADLINE_COLUMNS = ["experiment", "anchor", "goal", "ours", "goal met", "reproduce"]
+README_START = "<!-- results:start (benchmarks/report.py writes this block) -->"
+README_END = "<!-- results:end -->"
+
+
 class Report:
     def __init__(self, results: Path, page_dir: Path) -> None:
         self.results = results
         self.page_dir = page_dir  # images are linked relative to the page
         self.headline: list[list[str]] = []
+        self._command = "n/a"
         self.sections: list[str] = []
         run = self.load("run") or {}
         self.step_commands = {step["name"]: step["command"] for step in run.get("steps", [])}
@@ -83,7 +90,18 @@ class Report:
         if report is None:
             self.sections.append(f"_No `{name}.json`: run `.venv/bin/python benchmarks/{name}.py`._")
             return
+        self._command = report.get("command", "n/a")
+        if name == "gapless":  # an analysis of agent.py's runs: both commands reproduce it
+            self._command = f"{report['source']['command']} && {self._command}"
         render(report)
+
+    def ordered_headline(self) -> list[list[str]]:
+        """By experiment number (sections add rows in their own order)."""
+        return sorted(self.headline, key=lambda row: int(row[0].split(".", 1)[0]))
+
+    def head(self, row: list[str]) -> None:
+        """A headline row, with the command that reproduces its number."""
+        self.headline.append([*row, f"`{self._command}`"])
 
     # --- experiments ------------------------------------------------------------------------
 
@@ -99,7 +117,7 @@ class Report:
         for name, label in (("first_clause", "default 4 words"), ("first_clause_3", "3 words")):
             if name in variants:
                 value = paired(name)
-                self.headline.append(
+                self.head(
                     [
                         f"1. Isolated TTS, first audio: whole paragraph → fast first clause ({label})",
                         "329.3 → 156.7 ms (2.1x)",
@@ -167,7 +185,7 @@ class Report:
         over = r["overhead"]
         engine, server = over["vs_engine_first_chunk_ms"], over["vs_server_first_audio_ms"]
         value = med(engine)
-        self.headline.append(
+        self.head(
             [
                 "4. Overhead: client first audio − engine first-chunk compute (loopback)",
                 "not measured",
@@ -220,7 +238,7 @@ class Report:
             bidi = med(cell[("bidi", goal)]["first_audio_ms"])
             base = med(cell[(entry["baseline"], goal)]["first_audio_ms"])
             label = "batch (our server splits it)" if entry["baseline"] == "batch" else "batch, anchor-style server"
-            self.headline.append(
+            self.head(
                 [
                     f"2. Agent reply at {goal:g} tok/s, first audio: {label} → bidi",
                     "2.4x local, 3.5x deployed",
@@ -296,10 +314,10 @@ class Report:
         if bidi is not None:
             worst = bidi["stall_ms"].get("max")
             others = ", ".join(f"{mode} {ms(med(row['stall_ms']))}" for mode, row in modes.items() if mode != "bidi")
-            self.headline.append(
+            self.head(
                 [
                     f"3. Stall after playback starts, bidi at {r['tokens_per_s']:g} tok/s",
-                    "stop-and-wait client (not measured)",
+                    "not measured (its client stops and waits)",
                     "0 ms",
                     f"**{ms(med(bidi['stall_ms']))}** median, {ms(worst)} worst ({others})",
                     yes(worst == 0),
@@ -354,7 +372,7 @@ class Report:
         sse = {(e["path"], e["format"]): e["sse_over_binary"] for e in r["sse_vs_binary"]}
         mp3 = find("invocations", "mp3", "binary")
         speak_pcm, speak_mp3 = sse.get(("speak", "pcm")), sse.get(("speak", "mp3"))
-        self.headline.append(
+        self.head(
             [
                 "5. Payload: SSE base64 vs binary frames (speak function); MP3 on the wire",
                 "+33% for base64; MP3 48k at 49.5 kbps",
@@ -381,7 +399,7 @@ class Report:
             "\n\n".join(
                 [
                     "## 5. Payload: bytes on the wire per second of audio",
-                    "The paragraph through a counting TCP proxy: every byte towards the client (HTTP headers, "
+                    f"“{r['text']}” through a counting TCP proxy: every byte towards the client (HTTP headers, "
                     "chunked encoding, WebSocket frames, SSE text) per second of audio. `invocations` is the "
                     "server's POST /invocations, `bidi` the WebSocket session, `speak` the speak function (replay "
                     f"at 1000 tokens/s, so its text events are included). MP3 encoder at {r['mp3_bitrate_kbps']} kbps.",
@@ -409,7 +427,7 @@ class Report:
             if limit
             else "limit n/a"
         )
-        self.headline.append(
+        self.head(
             [
                 f"6. Concurrency: {top['sessions']} simultaneous sessions; beyond the limit",
                 "not measured",
@@ -477,7 +495,7 @@ class Report:
         whole = total("whole_unsplit", "wer_numbers_spelled")
         split = {v: total(v, "wer_numbers_spelled") for v in ("sentences", "first_clause", "first_clause_3")}
         if whole is not None and split["first_clause"] is not None:
-            self.headline.append(
+            self.head(
                 [
                     "7. Word error rate (Whisper tiny.en): whole vs sentences vs fast first clause",
                     "splitting did not change WER",
@@ -594,21 +612,56 @@ class Report:
             "sockets, real model), every client the real one (`BidiSession` over `WebSocketTransport`, httpx for "
             "HTTP). Times are medians and 95th percentiles of repeated runs; ratios are computed within one run.",
             "## Headline",
-            table(["experiment", "anchor", "goal", "ours", "goal met"], self.headline),
+            table(HEADLINE_COLUMNS, self.ordered_headline()),
         ]
+        self.run_summary = (
+            f"{run.get('started', 'n/a')} on {machine.get('cpu', 'n/a')} ({machine.get('cpus', '?')} cores, load "
+            f"average {', '.join(str(x) for x in machine.get('load_average', [])) or 'n/a'} at the start)"
+        )
         tail = []
         if step_rows:
             tail = ["## How this run was made", table(["step", "command", "wall time", "exit"], step_rows)]
         return "\n\n".join(head + self.sections + tail) + "\n"
+
+    def readme_block(self, readme_dir: Path, page: Path) -> str:
+        """The README's results section: REPORT.md's headline, linked (render() first)."""
+        link = Path(os.path.relpath(page, readme_dir)).as_posix()
+        return "\n\n".join(
+            [
+                README_START,
+                f"The headline of [{link}]({link}), measured by `make bench` ({self.run_summary}); the report "
+                "has a table and plots per experiment, the machine, and the exact command of every number. The "
+                "anchor ran on a GPU (ml.g5.xlarge), we run the int8 model on 2 CPU cores: compare ratios, not "
+                "milliseconds. Each row's `reproduce` command regenerates its JSON (`make bench` runs them all "
+                "and rewrites the report and this section).",
+                table(HEADLINE_COLUMNS, self.ordered_headline()),
+                README_END,
+            ]
+        )
+
+
+def update_readme(readme: Path, block: str) -> bool:
+    """Replace the block between the markers; False when the README has no markers."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return False
+    before, rest = text.split(README_START, 1)
+    _, after = rest.split(README_END, 1)
+    readme.write_text(before + block + after)
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "REPORT.md")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="whose results block to refresh")
     args = parser.parse_args()
-    args.out.write_text(Report(args.results, args.out.parent).render())
+    report = Report(args.results, args.out.parent)
+    args.out.write_text(report.render())
     print(f"wrote {args.out}")
+    if update_readme(args.readme, report.readme_block(args.readme.parent, args.out)):
+        print(f"updated the results section of {args.readme}")
 
 
 if __name__ == "__main__":

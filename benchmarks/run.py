@@ -34,8 +34,6 @@ STEPS: list[tuple[str, list[str]]] = [
 ]
 # Last, after run.json holds the totals it shows.
 REPORT = ["benchmarks/report.py"]
-# The speak app writes its CloudWatch metrics (EMF) to stdout: not worth echoing here.
-QUIET_PREFIX = '{"_aws"'
 
 
 def run_step(command: list[str]) -> tuple[int, float]:
@@ -45,8 +43,7 @@ def run_step(command: list[str]) -> tuple[int, float]:
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:
-            if not line.startswith(QUIET_PREFIX):
-                print(f"    {line}", end="", flush=True)
+            print(f"    {line}", end="", flush=True)
     return process.returncode, time.perf_counter() - started
 
 
