@@ -36,7 +36,6 @@ from common import (
     base_parser,
     header,
     kokoro_server,
-    ratio,
     run_session,
     serve_in_thread,
     write_json,
@@ -179,7 +178,7 @@ def row(path: str, fmt: str, framing: str, cell: Cell, audio_s: float) -> dict[s
         "wire_kbps": round(counts.down * 8 / audio_s / 1000, 1),
         "audio_kbps": round(audio_bytes * 8 / audio_s / 1000, 1),
         "wire_bytes_per_audio_s": round(counts.down / audio_s),
-        "overhead_vs_audio": ratio(counts.down - audio_bytes, audio_bytes),
+        "overhead_vs_audio": round((counts.down - audio_bytes) / audio_bytes, 4),
         "session": session,
     }
 

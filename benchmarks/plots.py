@@ -4,7 +4,7 @@
 - agent_first_audio.png: first audio per mode and LLM pace of experiment 2, every run;
 - gapless_timeline.png: audio buffered ahead of the player over time, stalls shaded (3);
 - concurrency_first_audio.png: first audio per session at each concurrency level (6);
-- payload_kbps.png: bytes on the wire per second of audio by path, format and framing (5).
+- payload_overhead.png: bytes on the wire beyond the audio, by path, format and framing (5).
 
 A plot whose JSON is missing is skipped.
 
@@ -130,11 +130,13 @@ def payload(report: dict[str, Any], out: Path) -> None:
     rows = report["rows"]
     labels = [f"{r['path']}\n{r['format']} {r['framing']}" for r in rows]
     colors = ["#c0392b" if r["framing"] == "sse" else "#2980b9" for r in rows]
+    # Bytes on the wire beyond the audio itself: comparable across PCM (384 kbps) and MP3 (48).
+    overhead = [r["wire_bytes_down"] / r["audio_bytes"] * 100 - 100 for r in rows]
     fig, ax = plt.subplots(figsize=(11, 4.5))
-    ax.bar(range(len(rows)), [r["wire_kbps"] for r in rows], color=colors)
+    bars = ax.bar(range(len(rows)), overhead, color=colors)
+    ax.bar_label(bars, [f"+{value:.0f}%" for value in overhead], fontsize=8)
     ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("kbit on the wire per second of audio (log)")
+    ax.set_ylabel("bytes on the wire beyond the audio (%)")
     ax.set_title("Payload: binary framing (blue) vs SSE base64 (red)")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -147,7 +149,7 @@ PLOTS = {
     "agent": ("agent_first_audio.png", agent),
     "gapless": ("gapless_timeline.png", gapless),
     "concurrency": ("concurrency_first_audio.png", concurrency),
-    "payload": ("payload_kbps.png", payload),
+    "payload": ("payload_overhead.png", payload),
 }
 
 

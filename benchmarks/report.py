@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT
+from common import RESULTS, ROOT, summary
 
 Json = dict[str, Any]
 # The anchor: aws-samples/sample-kokoro-tts-for-ai-agents, measured on ml.g5.xlarge.
@@ -272,6 +272,7 @@ class Report:
             ]
             for e in r["ratios"]
         ]
+        milestones = self.milestones(r)
         self.sections.append(
             "\n\n".join(
                 [
@@ -302,11 +303,33 @@ class Report:
                     ),
                     table(["tok/s", "ratio", "median of paired ratios", "ratio of medians"], ratio_rows),
                     f"Anchor: bidi 2.4x (local) and 3.5x (deployed) faster than batch. Goal: ≥ 4x at {goal:g} tok/s.",
+                    "Where the time goes, on the speak function's own clock (ms since `agent_start`, medians): "
+                    "batch cannot start before the last token; bidi starts after the first piece, and from "
+                    "then on its first audio is that piece's synthesis on this CPU.",
+                    table(["mode", "tok/s", "first text", "first piece cut", "first audio", "done"], milestones),
                     self.image("agent_first_audio.png", "first audio per mode and pace"),
                     command(r),
                 ]
             )
         )
+
+    @staticmethod
+    def milestones(r: Json) -> list[list[str]]:
+        rows = []
+        for row in r["table"]:
+            runs = [
+                x["speak_timings_ms"]
+                for x in r["runs"]
+                if (x["mode"], x["tokens_per_s"]) == (row["mode"], row["tokens_per_s"]) and "speak_timings_ms" in x
+            ]
+            if not runs:
+                continue
+            columns = [
+                ms(med(summary(v for x in runs if (v := x[key]) is not None)))
+                for key in ("first_text", "first_sentence", "first_audio", "total")
+            ]
+            rows.append([f"`{row['mode']}`", f"{row['tokens_per_s']:g}", *columns])
+        return rows
 
     def gapless(self, r: Json) -> None:
         modes = r["modes"]
@@ -410,7 +433,7 @@ class Report:
                     table(["path", "format", "SSE over binary"], sse_rows),
                     "Anchor: base64 in SSE costs +33% (4/3 of the bytes, before the JSON around it); MP3 at 48k "
                     "measured 49.5 kbps.",
-                    self.image("payload_kbps.png", "wire kbps by path, format and framing"),
+                    self.image("payload_overhead.png", "bytes beyond the audio by path, format and framing"),
                     command(r),
                 ]
             )
@@ -454,7 +477,10 @@ class Report:
         parts = [
             "## 6. Concurrency",
             "N sessions open at once, each speaking the paragraph as the project's client does (chunker "
-            "pieces, pipelined), against one server (2 synthesis workers sharing the 2 cores).",
+            "pieces, pipelined), against one server (2 synthesis workers sharing the 2 cores). The server "
+            f"produces about {top['audio_s_per_wall_s']} seconds of audio per second here, so about that many "
+            "sessions can play in real time at once; beyond that, first audio and stalls grow with the queue "
+            "(sentences are served in arrival order across sessions), and nothing fails.",
             table(
                 [
                     "sessions",
