@@ -95,6 +95,8 @@ def machine() -> dict[str, Any]:
         "memory_gib": memory_gib,
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "git_commit": _git("rev-parse", "--short", "HEAD"),
+        # Tracked files changed since that commit (other work in the tree while measuring).
+        "git_modified_files": len((_git("status", "--porcelain", "--untracked-files=no") or "").splitlines()),
     }
 
 

@@ -630,7 +630,9 @@ class Report:
             f"{run.get('started', 'n/a')}, {run.get('total_s', 0) / 60:.1f} minutes in all.",
             f"Machine: {machine.get('cpu', 'n/a')}, {machine.get('cpus', '?')} cores, "
             f"{machine.get('memory_gib', '?')} GiB, {machine.get('platform', 'n/a')}, Python "
-            f"{machine.get('python', '?')}, commit {machine.get('git_commit', '?')}. Load average (1, 5, 15 min) "
+            f"{machine.get('python', '?')}, commit {machine.get('git_commit', '?')} "
+            f"({machine.get('git_modified_files', '?')} tracked files modified in the tree). "
+            "Load average (1, 5, 15 min) "
             f"before: {machine.get('load_average', 'n/a')}, after: {after.get('load_average', 'n/a')}. "
             "The model runs on the CPU (Kokoro-82M int8 ONNX, 2 inference threads); the anchor ran on a GPU, "
             "so compare ratios, not milliseconds.",
