@@ -1,9 +1,9 @@
 """`make bench`: every benchmark in turn, then the plots and REPORT.md; records what ran.
 
 Each step is its own script (benchmarks/*.py) run with this interpreter from the repository
-root; results/run.json keeps every step's exact command, wall time and exit status, the total,
-and the machine with its load average before and after (2 shared cores are noisy: the report
-shows the load next to the numbers). A failed step does not stop the others; the exit status
+root; results/run.json keeps every step's exact command, wall time and exit status, how many
+cores other processes kept busy meanwhile (2 shared cores are noisy: the report shows it next
+to the numbers), the total, and the machine before and after. A failed step does not stop the others; the exit status
 says whether all passed.
 
     .venv/bin/python benchmarks/run.py [--only isolated agent ...] [--skip pipelining ...]
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from common import RESULTS, ROOT, machine, write_json
@@ -36,15 +38,31 @@ STEPS: list[tuple[str, list[str]]] = [
 REPORT = ["benchmarks/report.py"]
 
 
-def run_step(command: list[str]) -> tuple[int, float]:
-    started = time.perf_counter()
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (all processes, all cores), from /proc/stat."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_step(command: list[str]) -> tuple[int, float, float]:
+    """Exit status, wall seconds, and the cores that OTHER processes kept busy meanwhile (the
+    machine's busy time less this step's own): the noise the step's numbers carry."""
+    started, busy, own = time.perf_counter(), busy_cpu_s(), children_cpu_s()
     with subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:
             print(f"    {line}", end="", flush=True)
-    return process.returncode, time.perf_counter() - started
+    wall = time.perf_counter() - started
+    others = (busy_cpu_s() - busy) - (children_cpu_s() - own)
+    return process.returncode, wall, max(0.0, others / wall)
 
 
 def main() -> int:
@@ -69,14 +87,22 @@ def main() -> int:
         command = [sys.executable, *argv]
         shown = " ".join([env_python, *argv])
         print(f"== {name}: {shown}", flush=True)
-        returncode, seconds = run_step(command)
-        run["steps"].append({"name": name, "command": shown, "seconds": round(seconds, 1), "returncode": returncode})
-        print(f"== {name}: exit {returncode} after {seconds:.0f} s", flush=True)
+        returncode, seconds, others = run_step(command)
+        run["steps"].append(
+            {
+                "name": name,
+                "command": shown,
+                "seconds": round(seconds, 1),
+                "returncode": returncode,
+                "other_processes_cores": round(others, 2),
+            }
+        )
+        print(f"== {name}: exit {returncode} after {seconds:.0f} s (others used {others:.2f} cores)", flush=True)
     run["total_s"] = round(time.perf_counter() - started, 1)
     run["machine_after"] = machine()
     write_json(RESULTS / "run.json", run)
     print(f"== report: {' '.join([env_python, *REPORT])}", flush=True)
-    report_status, _ = run_step([sys.executable, *REPORT])
+    report_status, _, _ = run_step([sys.executable, *REPORT])
     failed = [step["name"] for step in run["steps"] if step["returncode"] != 0]
     if report_status != 0:
         failed.append("report")
