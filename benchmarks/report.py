@@ -182,7 +182,10 @@ class Report:
                     "Anchor: 329.3 → 156.7 ms (2.1x) on a GPU. Goal: whole / fast first clause ≥ 4x. "
                     "With its default of 4 words the chunker does not cut this paragraph's first clause "
                     "(“Thanks for waiting,” has 3), so `first_clause` sends the same messages as `sentences`; "
-                    "`first_clause_3` shows what the cut buys.",
+                    "`first_clause_3` shows what the cut buys. Between runs, short syntheses on this shared VM "
+                    "vary more than long ones (the host, not our load: see the other-CPU column at the end), so "
+                    "this ratio moves by several tenths from run to run; the engine table below shows how fast "
+                    "short sentences were in this run.",
                     self.image("isolated_first_audio.png", "first audio per variant"),
                     command(r),
                 ]
