@@ -660,8 +660,8 @@ class Report:
             table(HEADLINE_COLUMNS, self.ordered_headline()),
         ]
         self.run_summary = (
-            f"{run.get('started', 'n/a')} on {machine.get('cpu', 'n/a')} ({machine.get('cpus', '?')} cores, load "
-            f"average {', '.join(str(x) for x in machine.get('load_average', [])) or 'n/a'} at the start)"
+            f"{run.get('started', 'n/a')}, {machine.get('cpu', 'n/a')}, {machine.get('cpus', '?')} cores, "
+            + (f"other processes using at most {max(others):.2f} of them" if others else "other load not recorded")
         )
         tail = []
         if step_rows:
