@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -113,10 +114,22 @@ def command_line() -> str:
     return " ".join([".venv/bin/python", str(shown), *sys.argv[1:]])
 
 
+_NUMBERS = r"-?[\d.]+(?:[eE][-+]?\d+)?"
+# A list of numbers, then a list of such lists (frame arrivals, buffer timelines).
+_FLAT_LIST = re.compile(rf"\[\s*({_NUMBERS}(?:,\s*{_NUMBERS})*)\s*\]")
+_LIST_OF_LISTS = re.compile(r"\[\s*(\[[^\[\]]*\](?:,\s*\[[^\[\]]*\])*)\s*\]")
+
+
 def write_json(path: Path, report: dict[str, Any]) -> None:
+    """Indented JSON, except that lists of numbers (and lists of those) stay on one line:
+    thousands of frame timestamps should not be thousands of lines in a diff."""
+    text = json.dumps(report, indent=2)
+    text = _FLAT_LIST.sub(lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]", text)
+    text = _LIST_OF_LISTS.sub(lambda m: "[" + ", ".join(re.split(r"(?<=\]),\s*", m.group(1))) + "]", text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {path.relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path}")
+    path.write_text(text + "\n")
+    full = path.resolve()
+    print(f"wrote {full.relative_to(ROOT) if full.is_relative_to(ROOT) else full}")
 
 
 def base_parser(description: str, out_name: str, repeats: int) -> argparse.ArgumentParser:
