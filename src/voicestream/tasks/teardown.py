@@ -97,24 +97,23 @@ def delete_endpoint(sagemaker: Any, name: str) -> ResourceResult:
     return {"resource": "endpoint", "name": name, "status": "deleting"}
 
 
-def delete_endpoint_config(sagemaker: Any, name: str) -> ResourceResult:
+def _delete_once(resource: str, name: str, delete: Callable[[], object]) -> ResourceResult:
+    """Run a synchronous SageMaker delete; "not found" means an earlier run already did it."""
     try:
-        sagemaker.delete_endpoint_config(EndpointConfigName=name)
+        delete()
     except ClientError as exc:
         if _not_found(exc):
-            return {"resource": "endpoint_config", "name": name, "status": "already_gone"}
-        raise _fail(f"deleting endpoint config {name!r}", exc) from exc
-    return {"resource": "endpoint_config", "name": name, "status": "deleted"}
+            return {"resource": resource, "name": name, "status": "already_gone"}
+        raise _fail(f"deleting {resource.replace('_', ' ')} {name!r}", exc) from exc
+    return {"resource": resource, "name": name, "status": "deleted"}
+
+
+def delete_endpoint_config(sagemaker: Any, name: str) -> ResourceResult:
+    return _delete_once("endpoint_config", name, lambda: sagemaker.delete_endpoint_config(EndpointConfigName=name))
 
 
 def delete_model(sagemaker: Any, name: str) -> ResourceResult:
-    try:
-        sagemaker.delete_model(ModelName=name)
-    except ClientError as exc:
-        if _not_found(exc):
-            return {"resource": "model", "name": name, "status": "already_gone"}
-        raise _fail(f"deleting model {name!r}", exc) from exc
-    return {"resource": "model", "name": name, "status": "deleted"}
+    return _delete_once("model", name, lambda: sagemaker.delete_model(ModelName=name))
 
 
 # -- S3 ----------------------------------------------------------------------------------------
