@@ -114,28 +114,15 @@ def run(
     model_dir: Path | None = None,
 ) -> None:
     """Serve the local stack until interrupted (`voicestream serve`)."""
-    import uvicorn
-
-    from voicestream.engine import create_engine
+    from voicestream.server import engine_factory, serve
     from voicestream.server.config import ServerConfig
-    from voicestream.server.logs import logging_config
 
     config = ServerConfig.from_env()
-    backend = backend or config.backend
-    threads = threads or config.threads
-    model_dir = model_dir or config.model_dir
     app = create_local_app(
-        lambda: create_engine(backend, model_dir, threads),
+        engine_factory(config, backend, threads, model_dir),
         speak_config=local_speak_config(kokoro_ws_url(host, port)),
         limits=Limits.from_env(),
         synth_workers=config.synth_workers,
     )
     print(f"voicestream: the page is at http://{connect_host(host)}:{port}/", flush=True)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        ws="websockets-sansio",
-        log_config=logging_config(config.log_level),
-        timeout_graceful_shutdown=5,
-    )
+    serve(app, host, port, config)

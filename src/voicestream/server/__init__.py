@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from starlette.types import ASGIApp as ASGIApplication
+
+from voicestream.engine.base import SpeechEngine
 from voicestream.server.app import create_app
 from voicestream.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
 
-__all__ = ["create_app", "run"]
+__all__ = ["create_app", "engine_factory", "run", "serve"]
+
+
+def engine_factory(
+    config: ServerConfig, backend: str | None, threads: int | None, model_dir: Path | None
+) -> Callable[[], SpeechEngine]:
+    """The engine to load in the background: arguments first, then the VOICESTREAM_* environment."""
+    from voicestream.engine import create_engine
+
+    backend = backend or config.backend
+    threads = threads or config.threads
+    model_dir = model_dir or config.model_dir
+    return lambda: create_engine(backend, model_dir, threads)
+
+
+def serve(app: ASGIApplication, host: str, port: int, config: ServerConfig) -> None:
+    """Run an app under uvicorn until interrupted, with our JSON logs (server or local stack)."""
+    import uvicorn
+
+    from voicestream.server.logs import logging_config
+
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        ws="websockets-sansio",
+        log_config=logging_config(config.log_level),
+        timeout_graceful_shutdown=5,
+    )
 
 
 def run(
@@ -19,26 +51,10 @@ def run(
 ) -> None:
     """Serve until interrupted. Arguments override the VOICESTREAM_* environment (ServerConfig,
     protocol.Limits); the engine loads in the background while /ping answers 503."""
-    import uvicorn
-
-    from voicestream.engine import create_engine
     from voicestream.protocol import Limits
-    from voicestream.server.logs import logging_config
 
     config = ServerConfig.from_env()
-    backend = backend or config.backend
-    threads = threads or config.threads
-    model_dir = model_dir or config.model_dir
     app = create_app(
-        lambda: create_engine(backend, model_dir, threads),
-        Limits.from_env(),
-        synth_workers=config.synth_workers,
+        engine_factory(config, backend, threads, model_dir), Limits.from_env(), synth_workers=config.synth_workers
     )
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        ws="websockets-sansio",
-        log_config=logging_config(config.log_level),
-        timeout_graceful_shutdown=5,
-    )
+    serve(app, host, port, config)
