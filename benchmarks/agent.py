@@ -1,6 +1,6 @@
 """Experiment 2 (and the data of 3): a voice agent's reply, bidi vs batch, through the speak function.
 
-The real speak app (voicestream.agent, uvicorn on 127.0.0.1) speaks the 6-sentence agent reply
+The real speak app (voicestream.speak, uvicorn on 127.0.0.1) speaks the 6-sentence agent reply
 from the replay text source (first token after 300 ms, then N tokens/s) through the real
 Kokoro server; this script is its HTTP client (binary transport, PCM) and timestamps every
 audio frame as it arrives. Modes:
@@ -46,17 +46,16 @@ from common import (
     playback,
     ratio,
     run_session,
-    serve_in_thread,
+    serve_url,
     summary,
     write_json,
 )
-from voicestream.agent.app import create_app
-from voicestream.agent.config import SpeakConfig
-from voicestream.agent.events import AudioChunk, Done, Error
-from voicestream.agent.sources import Pace, ReplaySource
 from voicestream.chunker import SentenceChunker
-from voicestream.client.speak_stream import SpeakStreamDecoder
+from voicestream.speak.app import create_app
+from voicestream.speak.config import SpeakConfig
+from voicestream.speak.sources import Pace, ReplaySource
 from voicestream.texts import agent_reply
+from voicestream.wire.speak import Done, ReplyError, SentenceAudio, SpeakStreamDecoder
 
 FIRST_TOKEN_MS = 300
 GOAL_PACE = 50.0
@@ -107,9 +106,9 @@ async def speak_run(speak_url: str, mode: str, tokens_per_s: float) -> tuple[dic
             async for chunk in response.aiter_raw():
                 at = time.perf_counter() - started
                 for event in decoder.feed(chunk):
-                    if isinstance(event, AudioChunk):
+                    if isinstance(event, SentenceAudio):
                         arrivals.append(Arrival(at, len(event.data) / PCM_BYTES_PER_S))
-                    elif isinstance(event, Error):
+                    elif isinstance(event, ReplyError):
                         errors.append(event.code)
                     elif isinstance(event, Done):
                         done = event
@@ -228,14 +227,15 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "agent.json", repeats=2)
     parser.add_argument("--paces", type=float, nargs="+", default=[20.0, 50.0, 100.0], help="tokens per second")
     args: argparse.Namespace = parser.parse_args()
-    # The speak app prints CloudWatch metrics (EMF) per reply, after it ends: not wanted here.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     if GOAL_PACE not in args.paces:
         parser.error(f"--paces must include the goal pace {GOAL_PACE:g}")
     with kokoro_server(args.url, args.threads) as server:
         # The anchor-style batch waits for one synthesis of the whole reply: no silence timeout.
         config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
-        with open(os.devnull, "w") as quiet, serve_in_thread(create_app(config, log_stream=quiet), "speak") as speak:
+        with (
+            open(os.devnull, "w") as quiet,
+            serve_url(create_app(config, log_stream=quiet, metrics=False), "speak") as speak,
+        ):
             measured = asyncio.run(measure(server, speak, args.repeats, args.paces))
         report = header(
             "agent",
@@ -244,7 +244,7 @@ def main() -> None:
             text=agent_reply(),
             first_token_ms=FIRST_TOKEN_MS,
             goal_tokens_per_s=GOAL_PACE,
-            speak_function="in-process voicestream.agent app under uvicorn (POST /speak, binary transport, pcm)",
+            speak_function="in-process voicestream.speak app under uvicorn (POST /speak, binary transport, pcm)",
             **analyse(measured["runs"]),
             **measured,
         )

@@ -27,15 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import uvicorn
-
-from voicestream.client import Audio, BidiSession, Error, SynthesisComplete, bidi_url
-from voicestream.engine import SAMPLE_RATE, AudioChunk, SpeechEngine, load_engine
-from voicestream.protocol import AudioFormat, Limits
-from voicestream.server import create_app
-from voicestream.server import stream as server_stream
-from voicestream.server.app import BIDI_PATH
+from voicestream import env
+from voicestream.devserver import serve_in_thread, wait_until_ready
+from voicestream.engine import AudioChunk, SpeechEngine, load_engine
+from voicestream.kokoro_client import Audio, BidiSession, ErrorMessage, RequestCompleted, bidi_url
+from voicestream.kokoro_client.websocket import http_base_url
+from voicestream.kokoro_server import create_app
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -227,6 +226,7 @@ class LocalServer:
     http_url: str
     description: str
     engine: TimedEngine | None = None  # None for a server given by --url
+    runtime: ServerRuntime | None = None  # likewise
 
     @property
     def ws_url(self) -> str:
@@ -242,6 +242,13 @@ def load_timed_engine(threads: int) -> TimedEngine:
 
 
 @contextlib.contextmanager
+def serve_url(app: Any, name: str) -> Iterator[str]:
+    """`app` served in-process on a free port (voicestream.devserver); yields its base URL."""
+    with serve_in_thread(app, name) as running:
+        yield running.url
+
+
+@contextlib.contextmanager
 def kokoro_server(
     url: str | None = None,
     threads: int = 2,
@@ -250,51 +257,20 @@ def kokoro_server(
 ) -> Iterator[LocalServer]:
     """The server to measure: `url` if given, else the real app under uvicorn on 127.0.0.1."""
     if url:
-        base = url.rstrip("/")
-        base = base.removesuffix(BIDI_PATH).replace("ws://", "http://", 1).replace("wss://", "https://", 1)
-        _wait_for_ping(base, 30)
+        base = http_base_url(url)
+        wait_until_ready(base, 30)
         yield LocalServer(http_url=base, description=f"external server at {base}")
         return
     engine = engine or load_timed_engine(threads)
-    limits = limits or Limits.from_env()
-    with serve_in_thread(create_app(engine, limits), "kokoro-server") as base:
-        _wait_for_ping(base, 300)
+    limits = limits or env.limits()
+    app = create_app(engine, limits)
+    with serve_in_thread(app, "kokoro-server") as running:
+        wait_until_ready(running.url, 300)
         description = (
             f"in-process voicestream server on 127.0.0.1 (uvicorn, {engine.name}, {threads} inference threads, "
             f"max_sessions={limits.max_sessions})"
         )
-        yield LocalServer(http_url=base, description=description, engine=engine)
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: Any, name: str) -> Iterator[str]:
-    """Run an ASGI app under uvicorn on 127.0.0.1:<free port> in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, ws="websockets-sansio", log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=name, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-
-
-def _wait_for_ping(base: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base}/ping", timeout=5).status_code == 200:
-                return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{base}/ping did not answer 200 within {timeout_s} s")
-        time.sleep(0.1)
+        yield LocalServer(http_url=running.url, description=description, engine=engine, runtime=app.state.runtime)
 
 
 @contextlib.contextmanager
@@ -305,19 +281,13 @@ def anchor_style_requests(server: LocalServer) -> Iterator[None]:
     splits only at newlines. Turning our split off in the in-process server reproduces the
     anchor's "whole paragraph in one call" baseline with everything else unchanged.
     """
-    if not server.in_process:
+    if server.runtime is None:
         raise RuntimeError("the anchor-style baseline needs the in-process server (no --url)")
-    namespace = vars(server_stream)
-    original = namespace["split_sentences"]
-
-    def whole(text: str, **_: Any) -> list[str]:
-        return [text.strip()]
-
-    namespace["split_sentences"] = whole
+    server.runtime.split_requests = False
     try:
         yield
     finally:
-        namespace["split_sentences"] = original
+        server.runtime.split_requests = True
 
 
 # --- one bidi session and what it measured ------------------------------------------------
@@ -434,8 +404,8 @@ async def run_session(
                         arrivals_at.append((time.perf_counter(), len(event.data)))
                         if keep_audio:
                             chunks.append(event.data)
-                    elif isinstance(event, SynthesisComplete | Error):
-                        if isinstance(event, Error):
+                    elif isinstance(event, RequestCompleted | ErrorMessage):
+                        if isinstance(event, ErrorMessage):
                             errors.append(event.code)
                         if event.request_id in completed:
                             completed[event.request_id].set()

@@ -30,9 +30,9 @@ from common import (
     write_json,
 )
 from voicestream.chunker import split_sentences
-from voicestream.client import BidiSession, Error, SessionClosed, SessionError
-from voicestream.protocol import Limits
+from voicestream.kokoro_client import BidiSession, ErrorMessage, SessionClosed, SessionError
 from voicestream.texts import paragraph
+from voicestream.wire.bidi import Limits
 
 EXTRA_SESSIONS = 2
 
@@ -73,7 +73,7 @@ async def refused(url: str) -> dict[str, Any]:
             contextlib.aclosing(session.events()) as events,
         ):
             async for event in events:
-                if isinstance(event, Error):
+                if isinstance(event, ErrorMessage):
                     seen["error_code"] = event.code
                 elif isinstance(event, SessionClosed):
                     seen["session_closed"] = True

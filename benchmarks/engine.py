@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from voicestream.engine import create_engine
-from voicestream.synthesis import synthesize_timed
+from voicestream.engine.offline import synthesize_timed
 from voicestream.texts import paragraph
 
 SHORT = "Your flight leaves at nine forty tomorrow morning."

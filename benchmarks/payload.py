@@ -37,18 +37,18 @@ from common import (
     header,
     kokoro_server,
     run_session,
-    serve_in_thread,
+    serve_url,
     write_json,
 )
-from voicestream.agent.app import create_app
-from voicestream.agent.config import SpeakConfig
-from voicestream.agent.events import AudioChunk, Done
+from voicestream import env
 from voicestream.chunker import split_sentences
-from voicestream.client import bidi_url
-from voicestream.client.invocations import invoke
-from voicestream.client.speak_stream import SpeakStreamDecoder
-from voicestream.protocol import AudioFormat, Limits
+from voicestream.kokoro_client import bidi_url
+from voicestream.kokoro_client.invocations import invoke
+from voicestream.speak.app import create_app
+from voicestream.speak.config import SpeakConfig
 from voicestream.texts import paragraph
+from voicestream.wire.bidi import AudioFormat
+from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder
 
 
 @dataclass
@@ -152,7 +152,7 @@ async def speak_cell(speak_url: str, fmt: AudioFormat, transport: str) -> tuple[
         response.raise_for_status()
         async for chunk in response.aiter_raw():
             for event in decoder.feed(chunk):
-                if isinstance(event, AudioChunk):
+                if isinstance(event, SentenceAudio):
                     audio += len(event.data)
                     first_audio_s = first_audio_s or time.perf_counter() - started
                 elif isinstance(event, Done):
@@ -223,18 +223,19 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "payload.json", repeats=1)
     args: argparse.Namespace = parser.parse_args()
-    # The speak app prints CloudWatch metrics (EMF) per reply, after it ends: not wanted here.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     with kokoro_server(args.url, args.threads) as server:
         config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
-        with open(os.devnull, "w") as quiet, serve_in_thread(create_app(config, log_stream=quiet), "speak") as speak:
+        with (
+            open(os.devnull, "w") as quiet,
+            serve_url(create_app(config, log_stream=quiet, metrics=False), "speak") as speak,
+        ):
             rows = asyncio.run(measure(server, speak))
         report = header(
             "payload",
             args,
             server,
             text=sample_text(),
-            mp3_bitrate_kbps=Limits.from_env().mp3_bitrate_kbps,
+            mp3_bitrate_kbps=env.limits().mp3_bitrate_kbps,
             rows=rows,
             **analyse(rows),
         )

@@ -1,6 +1,6 @@
 """Pipelined vs stop-and-wait on one bidi session: what does sending ahead buy?
 
-The 4-sentence benchmark paragraph (voicestream.texts, = shared/data/bench_texts.json) is cut
+The 4-sentence benchmark paragraph (voicestream.texts) is cut
 into sentences by the project's chunker and spoken over a fresh session per run, three ways:
 
 - pipelined: every sentence is sent at once; the server synthesizes sentence N+1 while N's
@@ -22,7 +22,7 @@ between sentences if playback started at the first audio byte (`stall_s`).
     .venv/bin/python benchmarks/pipelining.py [--url ws://host:port] [--repeats 3]
         [--rtt-ms 0 50] [--out benchmarks/results/pipelining.json]
 
-Without --url it starts `python -m voicestream.server` on a free local port (ONNX, CPU).
+Without --url it starts `python -m voicestream.kokoro_server` on a free local port (ONNX, CPU).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from voicestream.chunker import split_sentences
-from voicestream.client import BidiSession, Error, RequestTimings, SynthesisComplete
+from voicestream.kokoro_client import BidiSession, ErrorMessage, RequestCompleted, RequestTimings
 from voicestream.texts import paragraph
 
 BYTES_PER_SECOND = 24_000 * 2  # 16-bit mono PCM at 24 kHz
@@ -67,9 +67,9 @@ async def speak(url: str, pieces: list[str], pipelined: bool) -> list[RequestTim
 async def _until_complete(session: BidiSession, request_id: str) -> None:
     async with contextlib.aclosing(session.events()) as events:
         async for event in events:
-            if isinstance(event, Error):
+            if isinstance(event, ErrorMessage):
                 raise RuntimeError(f"server error [{event.code}]: {event.message}")
-            if isinstance(event, SynthesisComplete) and event.request_id == request_id:
+            if isinstance(event, RequestCompleted) and event.request_id == request_id:
                 return
     raise RuntimeError("the session ended early")
 
@@ -206,9 +206,9 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def local_server(threads: int) -> Iterator[str]:
-    """`python -m voicestream.server` on a free port until the block ends."""
+    """`python -m voicestream.kokoro_server` on a free port until the block ends."""
     port = _free_port()
-    command = [sys.executable, "-m", "voicestream.server", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "voicestream.kokoro_server", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--backend", "onnx", "--threads", str(threads)]
     process = subprocess.Popen(command)
     try:
@@ -250,7 +250,7 @@ def main() -> int:
         url = args.url or stack.enter_context(local_server(args.threads))
         result = asyncio.run(run(url, args.repeats, args.rtt_ms))
     if not args.url:
-        result["server"] = f"local python -m voicestream.server (onnx, {args.threads} threads)"
+        result["server"] = f"local python -m voicestream.kokoro_server (onnx, {args.threads} threads)"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for row in result["results"]:

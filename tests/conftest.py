@@ -6,6 +6,9 @@
 - `server_factory`: start another server on the same engine with other limits, e.g.
   `with server_factory(Limits(idle_timeout_s=1)) as server: ...`.
 - `asr`: offline Whisper (tests/support/asr.py): `asr.transcribe(audio)`, `asr.word_error_rate(ref, hyp)`.
+
+Every test that uses one of the model fixtures is marked `model`; the unit tier (`make check`)
+runs without them.
 """
 
 from __future__ import annotations
@@ -21,9 +24,18 @@ import pytest
 from tests.support import asr as asr_module
 from tests.support.server import LiveServer, start_server
 from voicestream.engine.base import SpeechEngine
-from voicestream.protocol import Limits
+from voicestream.wire.bidi import Limits
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
+
+# Fixtures that load the real Kokoro-82M: a test that uses one is marked `model`.
+MODEL_FIXTURES = frozenset({"kokoro_engine", "server_factory", "kokoro_server", "local_stack"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
 
 # The machine is small and shared: two inference threads per synthesis; VOICESTREAM_TEST_THREADS
 # overrides it.
@@ -39,7 +51,7 @@ def kokoro_engine() -> SpeechEngine:
 
 @pytest.fixture(scope="session")
 def server_factory(kokoro_engine: SpeechEngine) -> ServerFactory:
-    from voicestream.server import create_app
+    from voicestream.kokoro_server import create_app
 
     @contextlib.contextmanager
     def factory(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +9,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from voicestream.tasks.benchmark import Benchmarker, run_step
+from voicestream.aws.tasks.benchmark import Benchmarker, run_step
+from voicestream.env import aws_region
 
 logger = Logger(service="benchmark")
 tracer = Tracer(service="benchmark")
@@ -25,7 +25,7 @@ benchmarker = Benchmarker()
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
     experiment = str(event.get("experiment"))
     metrics.add_metric(name=f"{experiment}_steps", unit=MetricUnit.Count, value=1)
-    result = run_step(event, benchmarker, default_region=os.environ.get("AWS_REGION", "us-east-1"))
+    result = run_step(event, benchmarker, default_region=aws_region())
     for variant in ("whole", "sentences", "bidi", "batch"):
         if variant in result:
             seconds = float(result[variant]["first_audio_s"])

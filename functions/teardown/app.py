@@ -1,4 +1,4 @@
-"""Teardown task: one idempotent deletion step per invoke (see voicestream.tasks.teardown)."""
+"""Teardown task: one idempotent deletion step per invoke (see voicestream.aws.tasks.teardown)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from voicestream.tasks.teardown import Clients, run_step
+from voicestream.aws.tasks.teardown import Clients, run_step
 
 logger = Logger(service="teardown")
 tracer = Tracer(service="teardown")

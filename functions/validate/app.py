@@ -6,7 +6,6 @@ report's `cause`); an exception means the task itself could not run.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +13,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from voicestream.tasks.validate import EndpointValidator, ValidationSettings
+from voicestream.aws.tasks.validate import EndpointValidator, ValidationSettings
+from voicestream.env import aws_region
 
 logger = Logger(service="validate")
 tracer = Tracer(service="validate")
@@ -27,7 +27,7 @@ validator = EndpointValidator()
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings = ValidationSettings.from_event(event, default_region=os.environ.get("AWS_REGION", "us-east-1"))
+    settings = ValidationSettings.from_event(event, default_region=aws_region())
     report = validator.run(settings)
     for check in report.checks:
         metrics.add_metric(name=f"{check.name}_seconds", unit=MetricUnit.Seconds, value=check.seconds)

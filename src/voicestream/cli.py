@@ -7,7 +7,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from voicestream.engine import BACKENDS, DEFAULT_VOICE, EngineError
+from voicestream.env import BACKENDS
+from voicestream.wire.bidi import DEFAULT_VOICE
+from voicestream.wire.errors import CodedError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -30,9 +32,10 @@ def _models(args: argparse.Namespace) -> int:
 
 def _say(args: argparse.Namespace) -> int:
     from voicestream.engine import load_engine
-    from voicestream.synthesis import synthesize_timed, write_wav
+    from voicestream.engine.encoders import write_wav
+    from voicestream.engine.offline import synthesize_timed
 
-    engine = load_engine(args.backend, args.model_dir, args.threads)
+    engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)
     result = synthesize_timed(engine, [args.text], voice=args.voice, speed=args.speed)
     write_wav(args.out, result.audio)
     print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
@@ -53,12 +56,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from voicestream.kokoro_server import settings_with
+
+    settings = settings_with(
+        host=args.host, port=args.port, backend=args.backend, threads=args.threads, model_dir=args.model_dir
+    )
     if args.kokoro_only:
-        from voicestream.server import run
+        from voicestream.kokoro_server import run
     else:
         from voicestream.local_stack import run
-
-    run(host=args.host, port=args.port, backend=args.backend, threads=args.threads, model_dir=args.model_dir)
+    run(settings)
     return 0
 
 
@@ -101,15 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     serve = commands.add_parser("serve", help="run the local stack: the page at /, /speak and the Kokoro server")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--host", default=None, help="default: $VOICESTREAM_HOST, else 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default: $VOICESTREAM_PORT, else 8080")
     serve.add_argument(
         "--kokoro-only", action="store_true", help="only the Kokoro server (the container's app), no page or /speak"
     )
     engine_options(serve)
     serve.set_defaults(handler=_serve)
 
-    from voicestream.deploy.cli import register as register_aws
+    from voicestream.aws.deploy.cli import register as register_aws
 
     register_aws(commands)  # deploy, validate, benchmark, destroy
     return parser
@@ -120,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except EngineError as error:  # expected failures: one clear line, no stack trace
+    except CodedError as error:  # expected failures: one clear line, no stack trace
         print(f"voicestream: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -19,23 +19,23 @@ import asyncio
 import contextlib
 import io
 import statistics
-import threading
 import time
-import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
-from voicestream.agent.events import AudioChunk, Done, Error, Mode
-from voicestream.agent.sources import Pace, tokenize
-from voicestream.client.speak_stream import SpeakStreamDecoder
-from voicestream.client.websocket import bidi_url
-from voicestream.protocol import SAMPLE_RATE
+from voicestream.devserver import ServerStartError, serve_in_thread, wait_until_ready
+from voicestream.engine import Backend
+from voicestream.engine.encoders import write_wav
+from voicestream.kokoro_client.websocket import bidi_url, http_base_url
+from voicestream.speak.sources import Pace, tokenize
 from voicestream.texts import agent_reply
+from voicestream.wire.bidi import SAMPLE_RATE
+from voicestream.wire.errors import CodedError
+from voicestream.wire.speak import Done, Mode, ReplyError, SentenceAudio, SpeakStreamDecoder
 
 PACE = Pace(first_token_s=0.3, tokens_per_s=50.0)
 WARM_UP_TEXT = "Hello there. This is a warm-up."
@@ -43,8 +43,8 @@ WARM_UP_TEXT = "Hello there. This is a warm-up."
 ANCHOR = "anchor: bidi 2.4x faster (local), 3.5x (deployed)"
 
 
-class DemoError(Exception):
-    pass
+class DemoError(CodedError):
+    """The demo cannot go on; the message says why."""
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Run:
 
 def run_demo(
     out_dir: Path,
-    backend: str | None = None,
+    backend: Backend | None = None,
     model_dir: Path | None = None,
     threads: int | None = None,
     kokoro_url: str | None = None,
@@ -72,11 +72,11 @@ def run_demo(
             kokoro_http = stack.enter_context(_local_kokoro(backend, model_dir, threads))
             where = f"local server, in-process, at {kokoro_http}"
         else:
-            kokoro_http = _http_url(kokoro_url)
+            kokoro_http = http_base_url(kokoro_url)
             where = f"given server at {kokoro_http}"
         try:
-            _wait_for_ping(kokoro_http, 600 if kokoro_url is None else 15)
-        except DemoError as error:
+            wait_until_ready(kokoro_http, 600 if kokoro_url is None else 15)
+        except ServerStartError as error:
             print(f"voicestream demo: {error}")
             return 2
         speak_url = stack.enter_context(_local_speak_app(bidi_url(kokoro_http)))
@@ -91,7 +91,7 @@ def run_demo(
     bidi = [run for run in runs if run.mode == "bidi"]
     batch = [run for run in runs if run.mode == "batch"]
     _print_table(bidi, batch)
-    wav = _write_wav(out_dir / "demo_bidi.wav", bidi[-1].audio)
+    wav = write_wav(out_dir / "demo_bidi.wav", bidi[-1].audio)
     print(f"\nbidi audio:   {wav.resolve()} ({len(bidi[-1].audio) / (2 * SAMPLE_RATE):.1f} s)")
     return 0
 
@@ -132,11 +132,11 @@ async def _speak(client: httpx.AsyncClient, url: str, mode: Mode, text: str, pac
             raise DemoError(f"POST /speak answered {response.status_code}: {(await response.aread())[:200]!r}")
         async for chunk in response.aiter_raw():
             for event in decoder.feed(chunk):
-                if isinstance(event, AudioChunk):
+                if isinstance(event, SentenceAudio):
                     if first_audio is None:
                         first_audio = time.perf_counter()
                     audio += event.data
-                elif isinstance(event, Error):
+                elif isinstance(event, ReplyError):
                     raise DemoError(f"{mode}: {event.code}: {event.message}")
                 elif isinstance(event, Done):
                     done = event
@@ -183,79 +183,26 @@ def _print_table(bidi: list[Run], batch: list[Run]) -> None:
     print("(first text/sentence/audio: the speak function's clock from agent_start; at caller: from the POST)")
 
 
-def _write_wav(path: Path, pcm: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(SAMPLE_RATE)
-        out.writeframes(pcm)
-    return path
-
-
 # --- the local servers ----------------------------------------------------------------------------
 
 
-def _http_url(url: str) -> str:
-    base = url.rstrip("/").removesuffix("/invocations-bidirectional-stream")
-    for ws, http in (("ws://", "http://"), ("wss://", "https://")):
-        if base.startswith(ws):
-            base = http + base[len(ws) :]
-    return base
-
-
 @contextlib.contextmanager
-def _serve(app: Any, name: str) -> Iterator[str]:
-    """`app` under uvicorn on 127.0.0.1:<free port> in a background thread; yields its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, ws="websockets-sansio", log_level="warning"))
-    thread = threading.Thread(target=server.run, name=name, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise DemoError(f"the {name} did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+def _local_kokoro(backend: Backend | None, model_dir: Path | None, threads: int | None) -> Iterator[str]:
+    from voicestream.kokoro_server import create_app, engine_factory, settings_with
+    from voicestream.wire.bidi import Limits
 
-
-@contextlib.contextmanager
-def _local_kokoro(backend: str | None, model_dir: Path | None, threads: int | None) -> Iterator[str]:
-    from voicestream.engine import create_engine
-    from voicestream.protocol import Limits
-    from voicestream.server import create_app
-
-    app = create_app(lambda: create_engine(backend, model_dir, threads), Limits())
-    with _serve(app, "Kokoro server") as url:
-        yield url
+    settings = settings_with(backend=backend, model_dir=model_dir, threads=threads)
+    app = create_app(engine_factory(settings), Limits(), synth_workers=settings.synth_workers)
+    with serve_in_thread(app, "Kokoro server") as server:
+        yield server.url
 
 
 @contextlib.contextmanager
 def _local_speak_app(kokoro_ws_url: str) -> Iterator[str]:
-    from voicestream.agent.app import create_app
-    from voicestream.agent.config import SpeakConfig
+    from voicestream.speak.app import create_app
+    from voicestream.speak.config import SpeakConfig
 
     # Logs and EMF metrics would land in the demo's table on stdout: keep them out.
     config = SpeakConfig(kokoro_ws_url=kokoro_ws_url, service="voicestream-demo")
-    with _serve(create_app(config, log_stream=io.StringIO(), metrics=False), "speak app") as url:
-        yield url
-
-
-def _wait_for_ping(http_url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
-    while time.monotonic() < deadline:
-        try:
-            response = httpx.get(f"{http_url}/ping", timeout=5)
-            if response.status_code == 200:
-                return
-            last = f"HTTP {response.status_code}: {response.text[:200]}"
-            if '"failed"' in response.text:
-                break
-        except httpx.TransportError as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        time.sleep(0.2)
-    raise DemoError(f"the Kokoro server at {http_url} is not ready ({last})")
+    with serve_in_thread(create_app(config, log_stream=io.StringIO(), metrics=False), "speak app") as server:
+        yield server.url

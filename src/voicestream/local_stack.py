@@ -2,8 +2,8 @@
 
 One Starlette app on one port composes three apps that are deployed separately on AWS:
 
-- the Kokoro server (`voicestream.server`): /ping, POST /invocations, WS /invocations-bidirectional-stream
-- the speak function (`voicestream.agent.app`): POST /speak, GET /health; its bidi sessions go to
+- the Kokoro server (`voicestream.kokoro_server`): /ping, POST /invocations, WS /invocations-bidirectional-stream
+- the speak function (`voicestream.speak.app`): POST /speak, GET /health; its bidi sessions go to
   this same process's WebSocket route, exactly as the deployed function's go to SageMaker
 - the browser client (`voicestream/web/`): the page at /, plus GET /voices for its voice picker
 
@@ -15,7 +15,6 @@ paths to them and runs the Kokoro server's lifespan (the engine loads in the bac
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TextIO
@@ -26,13 +25,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from voicestream.agent.app import create_app as create_speak_app
-from voicestream.agent.config import SpeakConfig
-from voicestream.engine.base import DEFAULT_VOICE, SpeechEngine
-from voicestream.protocol import Limits
-from voicestream.server.app import BIDI_PATH
-from voicestream.server.app import create_app as create_kokoro_app
-from voicestream.server.runtime import ServerRuntime
+from voicestream.asgi import error_response
+from voicestream.engine.base import SpeechEngine
+from voicestream.env import Env, ServerSettings, limits
+from voicestream.kokoro_server.app import create_app as create_kokoro_app
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.speak.app import create_app as create_speak_app
+from voicestream.speak.config import SpeakConfig
+from voicestream.wire.bidi import BIDI_PATH, DEFAULT_VOICE, Limits
+from voicestream.wire.errors import CodedError, ErrorCode
 
 WEB_DIR = Path(__file__).parent / "web"
 
@@ -54,10 +55,7 @@ def kokoro_ws_url(host: str, port: int) -> str:
 def local_speak_config(ws_url: str, environ: Mapping[str, str] | None = None) -> SpeakConfig:
     """The speak function's settings from the environment (BEDROCK_MODEL_ID, REPLAY_*, …), but
     always speaking through the local Kokoro server, never a SageMaker endpoint."""
-    env = dict(os.environ if environ is None else environ)
-    env.pop("SAGEMAKER_ENDPOINT_NAME", None)
-    env["KOKORO_WS_URL"] = ws_url
-    return SpeakConfig.from_env(env)
+    return SpeakConfig.from_env(Env(environ), kokoro_ws_url=ws_url)
 
 
 def create_local_app(
@@ -78,7 +76,7 @@ def create_local_app(
     async def voices(request: Request) -> JSONResponse:
         if not runtime.ready:
             message = f"the model is {runtime.readiness.value}" + (f": {runtime.error}" if runtime.error else "")
-            return JSONResponse({"error": "not_ready", "message": message}, status_code=503)
+            return error_response(CodedError(message, code=ErrorCode.NOT_READY, status=503))
         return JSONResponse({"voices": list(runtime.engine.voices()), "default": DEFAULT_VOICE})
 
     @contextlib.asynccontextmanager
@@ -106,23 +104,15 @@ def create_local_app(
     return app
 
 
-def run(
-    host: str = "127.0.0.1",
-    port: int = 8080,
-    backend: str | None = None,
-    threads: int | None = None,
-    model_dir: Path | None = None,
-) -> None:
+def run(settings: ServerSettings) -> None:
     """Serve the local stack until interrupted (`voicestream serve`)."""
-    from voicestream.server import engine_factory, serve
-    from voicestream.server.config import ServerConfig
+    from voicestream.kokoro_server import engine_factory, serve
 
-    config = ServerConfig.from_env()
     app = create_local_app(
-        engine_factory(config, backend, threads, model_dir),
-        speak_config=local_speak_config(kokoro_ws_url(host, port)),
-        limits=Limits.from_env(),
-        synth_workers=config.synth_workers,
+        engine_factory(settings),
+        speak_config=local_speak_config(kokoro_ws_url(settings.host, settings.port)),
+        limits=limits(),
+        synth_workers=settings.synth_workers,
     )
-    print(f"voicestream: the page is at http://{connect_host(host)}:{port}/", flush=True)
-    serve(app, host, port, config)
+    print(f"voicestream: the page is at http://{connect_host(settings.host)}:{settings.port}/", flush=True)
+    serve(app, settings)

@@ -1,4 +1,4 @@
-"""The benchmark texts shipped with the package (the same file as shared/data/bench_texts.json)."""
+"""The benchmark texts shipped with the package (src/voicestream/data/bench_texts.json)."""
 
 from __future__ import annotations
 

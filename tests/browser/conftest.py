@@ -3,23 +3,20 @@ Chromium driving its page. Both are module-scoped: one model, one browser, sever
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from tests.browser.driver import Browser
-from tests.support.server import wait_for_ping
-from voicestream.agent.config import SpeakConfig
+from voicestream.devserver import bind_free_port, serve_in_thread, wait_until_ready
 from voicestream.engine.base import SpeechEngine
+from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.local_stack import create_local_app, kokoro_ws_url
-from voicestream.protocol import Limits
-from voicestream.server.runtime import ServerRuntime
+from voicestream.speak.config import SpeakConfig
+from voicestream.wire.bidi import Limits
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "browser"
 
@@ -42,24 +39,14 @@ class LocalStack:
 @pytest.fixture(scope="module")
 def local_stack(kokoro_engine: SpeechEngine) -> Iterator[LocalStack]:
     # The socket is bound first so that the speak app can be told its own Kokoro route's URL.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
+    listener = bind_free_port()
+    port = listener.getsockname()[1]
     app = create_local_app(
         kokoro_engine, speak_config=SpeakConfig(kokoro_ws_url=kokoro_ws_url("127.0.0.1", port)), limits=Limits()
     )
-    server = uvicorn.Server(uvicorn.Config(app, ws="websockets-sansio", log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-local-stack", daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_ping(url, timeout=300)
-        yield LocalStack(url=url, runtime=app.state.runtime)
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    with serve_in_thread(app, "uvicorn-local-stack", listener=listener, lifespan="on") as running:
+        wait_until_ready(running.url, 300)
+        yield LocalStack(url=running.url, runtime=app.state.runtime)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The Python side of tests/browser/driver.mjs: a real Chromium, one JSON command per line.
 
 `Browser()` starts node with the driver (playwright-core from tests/browser/node_modules, which
-`make test` installs with `npm ci`) and Debian's /usr/bin/chromium (.ci/run installs it).
+`make test` installs with `npm ci`) and Debian's /usr/bin/chromium (`make test-integration` installs it when missing).
 Every call waits for its answer; a failed browser action raises `BrowserError` with
 Playwright's message.
 """
@@ -33,7 +33,7 @@ def missing_requirements() -> list[str]:
     if not (HERE / "node_modules" / "playwright-core").is_dir():
         missing.append("playwright-core (cd tests/browser && npm ci; `make test` does it)")
     if not CHROMIUM.exists():
-        missing.append(f"{CHROMIUM} (apt-get install chromium; .ci/run does it)")
+        missing.append(f"{CHROMIUM} (apt-get install chromium; make test-integration does it as root)")
     return missing
 
 
@@ -55,8 +55,12 @@ class Browser:
             bufsize=1,
         )
         self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._readers = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._drain_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
         self.version = self._answer(0)["chromium"]
 
     def _read_stdout(self) -> None:
@@ -136,3 +140,8 @@ class Browser:
             except (OSError, subprocess.TimeoutExpired):
                 self._process.kill()
                 self._process.wait(10)
+        for reader in self._readers:  # they end at the pipes' EOF, now that the driver exited
+            reader.join(10)
+        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if stream is not None:
+                stream.close()

@@ -10,9 +10,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.browser.conftest import LocalStack
-from voicestream.agent.config import SpeakConfig
 from voicestream.engine.base import AudioChunk, SpeechEngine
 from voicestream.local_stack import WEB_DIR, connect_host, create_local_app, kokoro_ws_url, local_speak_config
+from voicestream.speak.config import SpeakConfig
 
 
 def test_routes_reach_each_part(local_stack: LocalStack) -> None:
@@ -31,7 +31,7 @@ def test_routes_reach_each_part(local_stack: LocalStack) -> None:
             # Browsers refuse ES modules and worklets served with any other type.
             assert response.headers["content-type"].split(";")[0] in ("text/javascript", "application/javascript")
         refused = client.post("/speak", json={"text": "hi", "mdoe": "bidi"})
-        assert refused.status_code == 400 and refused.json()["error"] == "unknown_field"
+        assert refused.status_code == 400 and refused.json()["code"] == "unknown_field"
         bad_invocation = client.post("/invocations", json={})
         assert bad_invocation.status_code == 400
         assert client.get("/no-such-file.js").status_code == 404
@@ -59,7 +59,7 @@ def test_voices_say_why_while_the_model_is_not_ready() -> None:
             time.sleep(0.02)
         response = client.get("/voices")
         assert response.status_code == 503
-        assert response.json()["error"] == "not_ready"
+        assert response.json()["code"] == "not_ready"
         assert "weights missing" in response.json()["message"]
 
 

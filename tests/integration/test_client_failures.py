@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicestream.client import (
+from voicestream.kokoro_client import (
     Audio,
     BidiSession,
     ConnectionLostError,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.support.server import LiveServer
 
-from voicestream.client.invocations import InvocationError, invoke
+from tests.support.server import LiveServer
+from voicestream.kokoro_client.invocations import InvocationError, invoke
 
 TEXT = "Your flight leaves at nine."
 BOUND_S = 300.0

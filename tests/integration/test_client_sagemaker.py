@@ -20,20 +20,14 @@ from smithy_aws_event_stream.events import EventMessage
 from smithy_core.aio.types import AsyncBytesReader
 from smithy_http.aio import HTTPRequest, HTTPResponse
 from smithy_http.aio.interfaces import HTTPRequest as HTTPRequestInterface
+from websockets.asyncio.server import ServerConnection, serve
+
 from tests.integration.test_client_session import SENTENCES, check_ordered_requests, until_complete
 from tests.support.fake_sagemaker import FakeSageMakerConnection, FakeSageMakerRuntime
 from tests.support.server import LiveServer
-from websockets.asyncio.server import ServerConnection, serve
-
-from voicestream.client import (
-    Audio,
-    BidiSession,
-    SessionConnectError,
-    StreamFailedError,
-    SynthesisComplete,
-)
-from voicestream.client.sagemaker import SageMakerTransport
-from voicestream.frames import parse_control_frame
+from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, SessionConnectError, StreamFailedError
+from voicestream.kokoro_client.sagemaker import SageMakerTransport
+from voicestream.wire.framing import parse_control_frame
 
 REGION = "eu-west-1"
 ENDPOINT = "kokoro-tts"
@@ -112,7 +106,7 @@ async def test_model_stream_error_mid_session_is_a_clear_exception(kokoro_server
                     heard += 1
                     if heard == 1:
                         fake.inject_model_stream_error("Model crashed while streaming")
-                assert not isinstance(event, SynthesisComplete) or event.request_id == "req-1"
+                assert not isinstance(event, RequestCompleted) or event.request_id == "req-1"
         assert caught.value.service_message == "Model crashed while streaming"
         assert heard >= 1
 

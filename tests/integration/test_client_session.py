@@ -7,18 +7,18 @@ from types import ModuleType
 from typing import Literal
 
 import pytest
-from tests.support.server import LiveServer
 
-from voicestream.client import (
+from tests.support.server import LiveServer
+from voicestream.kokoro_client import (
     Audio,
     BidiSession,
     Cancelled,
-    Error,
+    ErrorMessage,
     Event,
     Pong,
+    RequestCompleted,
     RequestFailedError,
     SessionClosed,
-    SynthesisComplete,
     SynthesisStart,
 )
 
@@ -31,7 +31,7 @@ async def until_complete(session: BidiSession, last_request_id: str) -> list[Eve
     seen: list[Event] = []
     async for event in session.events():
         seen.append(event)
-        if isinstance(event, SynthesisComplete | Error) and event.request_id == last_request_id:
+        if isinstance(event, RequestCompleted | ErrorMessage) and event.request_id == last_request_id:
             break
     return seen
 
@@ -52,7 +52,7 @@ def check_ordered_requests(events: list[Event], request_ids: list[str]) -> dict[
             chunks.append(frame.data)
             position += 1
         complete = events[position]
-        assert isinstance(complete, SynthesisComplete) and complete.request_id == rid, (rid, complete)
+        assert isinstance(complete, RequestCompleted) and complete.request_id == rid, (rid, complete)
         position += 1
         audio[rid] = b"".join(chunks)
         assert len(audio[rid]) == complete.audio_bytes > 24_000  # over half a second of speech
@@ -114,7 +114,7 @@ async def test_errors_pings_and_a_polite_close(kokoro_server: LiveServer) -> Non
                 seen.append(event)
                 if isinstance(event, Pong):
                     break
-            error = next(event for event in seen if isinstance(event, Error))
+            error = next(event for event in seen if isinstance(event, ErrorMessage))
             assert (error.code, error.request_id) == ("unknown_voice", bad)
             assert session.timings[bad].outcome == "error"
             with pytest.raises(RequestFailedError, match="invalid_speed"):

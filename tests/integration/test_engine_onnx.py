@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from tests.support.asr import transcribe, word_error_rate
 
-from voicestream.engine import SAMPLE_RATE, EngineError, SpeechEngine, UnknownVoiceError, create_engine
+from tests.support.asr import transcribe, word_error_rate
+from voicestream.engine import EngineError, SpeechEngine, UnknownVoiceError, create_engine
 from voicestream.engine.base import EmptyTextError, InvalidSpeedError, UnsupportedLanguageError
 from voicestream.engine.g2p import MAX_PHONEMES
 from voicestream.engine.onnx import OnnxEngine
+from voicestream.wire.bidi import SAMPLE_RATE
 
 SENTENCE = "Your flight to Lisbon leaves tomorrow morning from gate twelve."
 

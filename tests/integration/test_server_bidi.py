@@ -16,15 +16,16 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
-from tests.conftest import ServerFactory
-from tests.support.server import LiveServer, start_server
-from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from voicestream.engine.base import SpeechEngine, to_pcm16
-from voicestream.protocol import Limits
-from voicestream.server.logs import capture_json_logs
+from tests.conftest import ServerFactory
+from tests.support.server import LiveServer, start_server
+from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
+from voicestream.engine.base import SpeechEngine
+from voicestream.engine.encoders import to_pcm16
+from voicestream.kokoro_server.logs import capture_json_logs
+from voicestream.wire.bidi import Limits
 
 
 async def speak_once(ws_url: str, text: str, binary: bool) -> bytes:

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 from dockerfile_parse import DockerfileParser
-from tests.support.server import wait_for_ping
 
+from voicestream.devserver import wait_until_ready
 from voicestream.engine.assets import default_model_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_serve_entrypoint_starts_the_server_and_stops_on_sigterm() -> None:
         [str(SERVE), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        wait_for_ping(f"http://127.0.0.1:{port}", 300)
+        wait_until_ready(f"http://127.0.0.1:{port}", 300)
         response = httpx.post(f"http://127.0.0.1:{port}/invocations", json={"text": "Hi."}, timeout=120)
         assert response.status_code == 200 and len(response.content) > 4800
     finally:

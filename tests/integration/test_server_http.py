@@ -15,17 +15,18 @@ import av
 import httpx
 import numpy as np
 import pytest
-from tests.support.engines import FaultyEngine
-from tests.support.server import LiveServer, start_server, wait_for_ping
-from tests.support.session_client import collect, next_frame, send_json
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.support.engines import FaultyEngine
+from tests.support.server import LiveServer, start_server
+from tests.support.session_client import collect, next_frame, send_json
+from voicestream.devserver import ServerStartError, wait_until_ready
 from voicestream.engine.assets import AssetError
 from voicestream.engine.base import SpeechEngine
-from voicestream.frames import SSEDecoder, SSEEvent
-from voicestream.protocol import Limits
-from voicestream.server import create_app
+from voicestream.kokoro_server import create_app
+from voicestream.wire.bidi import Limits
+from voicestream.wire.framing import SSEDecoder, SSEEvent
 
 
 def post(server: LiveServer, body: object, **kwargs: object) -> httpx.Response:
@@ -68,7 +69,7 @@ async def test_ping_is_503_until_the_engine_is_loaded_and_warm(kokoro_engine: Sp
                 await ws.recv()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
         gate.set()
-        await asyncio.to_thread(wait_for_ping, server.http_url, 120)
+        await asyncio.to_thread(wait_until_ready, server.http_url, 120)
 
 
 def test_ping_reports_a_failed_load() -> None:
@@ -76,8 +77,8 @@ def test_ping_reports_a_failed_load() -> None:
         raise AssetError("missing model file /nowhere/kokoro.onnx")
 
     with start_server(create_app(broken, Limits()), wait_ready=False) as server:
-        with pytest.raises(RuntimeError, match="nowhere"):
-            wait_for_ping(server.http_url, 30)
+        with pytest.raises(ServerStartError, match="nowhere"):
+            wait_until_ready(server.http_url, 30)
         response = httpx.post(f"{server.http_url}/ping")
         assert response.status_code == 503
         assert response.json()["status"] == "failed" and "nowhere" in response.json()["error"]
@@ -144,7 +145,7 @@ def test_sse_mp3_reassembles_into_speech(kokoro_server: LiveServer, asr: ModuleT
         (b'{"text": "Hi.", "speed": 0}', 400, "invalid_speed"),
         (b'{"text": "Hi.", "format": "aac"}', 400, "invalid_format"),
         (b'{"text": "Hi.", "transport": "smoke"}', 400, "invalid_transport"),
-        (json.dumps({"text": "a" * 2001}).encode(), 400, "text_too_long"),
+        (json.dumps({"text": "a" * 2001}).encode(), 413, "text_too_long"),
         (json.dumps({"text": "a" * 70_000}).encode(), 413, "message_too_large"),
     ],
 )

@@ -16,9 +16,8 @@ import struct
 
 from tests.conftest import ServerFactory
 from tests.support.server import LiveServer
-
-from voicestream.frames import parse_control_frame
-from voicestream.server.app import BIDI_PATH
+from voicestream.wire.bidi import BIDI_PATH
+from voicestream.wire.framing import parse_control_frame
 
 FIRST = "We will all meet at the old railway station at noon tomorrow."  # ~3.5 s: ~170 KB of PCM
 
@@ -70,7 +69,7 @@ def sender_is_blocked(server: LiveServer) -> bool:
     """True when a WebSocket connection's writes are paused: its peer is not reading."""
 
     def paused() -> bool:
-        connections = server.server.server_state.connections
+        connections = server.running.server.server_state.connections
         return any(not connection.writable.is_set() for connection in connections if hasattr(connection, "writable"))
 
     return server.on_loop(paused)

@@ -9,16 +9,16 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.engines import ScriptedEngine
-from tests.support.server import LiveServer, start_server
-from tests.support.session_client import collect, send_json
 from websockets.asyncio.client import connect
 from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 
-from voicestream.frames import parse_control_frame
-from voicestream.protocol import Limits
-from voicestream.server import create_app
+from tests.support.engines import ScriptedEngine
+from tests.support.server import LiveServer, start_server
+from tests.support.session_client import collect, send_json
+from voicestream.kokoro_server import create_app
+from voicestream.wire.bidi import Limits
+from voicestream.wire.framing import parse_control_frame
 
 # Whole-payload JSON objects disguised as PCM: one short frame and one full 40 ms frame (1920 B).
 SHORT_OBJECT = b'{"type":"pong"} '

@@ -12,20 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
+
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
-
-from voicestream.agent.config import SpeakConfig
-from voicestream.agent.events import (
-    AgentStart,
-    AudioChunk,
-    Done,
-    Sentence,
-    SpeakEvent,
-    SynthesisComplete,
-    TextDelta,
-)
-from voicestream.client.speak_stream import speak_events
+from voicestream.speak.client import speak_events
+from voicestream.speak.config import SpeakConfig
+from voicestream.wire.speak import AgentStart, Done, Sentence, SentenceAudio, SentenceSpoken, SpeakEvent, TextDelta
 
 TEXT = "Sure, here is what I found. The museum opens at ten in the morning. Would you like tickets?"
 FAST = {"first_token_ms": 100, "tokens_per_s": 200}
@@ -57,8 +49,8 @@ def check_order_and_timings(events: list[SpeakEvent], mode: str, transport: str)
 
     deltas = of(events, TextDelta)
     sentences = of(events, Sentence)
-    chunks = of(events, AudioChunk)
-    completes = of(events, SynthesisComplete)
+    chunks = of(events, SentenceAudio)
+    completes = of(events, SentenceSpoken)
     assert "".join(d.text for d in deltas) == done.text
     assert [s.index for s in sentences] == list(range(len(sentences))) == [c.index for c in completes]
     assert done.sentences == len(sentences)
@@ -100,7 +92,7 @@ async def test_speaks_the_text_in_order_and_it_is_speech(
     events = await speak(speak_server.url, {"text": TEXT, "mode": mode, "transport": transport, "pace": FAST})
     done = check_order_and_timings(events, mode, transport)
     assert done.text == TEXT
-    pcm = b"".join(c.data for c in of(events, AudioChunk))
+    pcm = b"".join(c.data for c in of(events, SentenceAudio))
     assert done.audio_ms == pytest.approx(len(pcm) / 48, abs=1)  # 24 kHz 16-bit mono: 48 bytes per ms
     heard = asr.transcribe(pcm)
     assert asr.word_error_rate(TEXT, heard) <= 0.2, heard
@@ -130,7 +122,7 @@ async def test_binary_transport_content_type(speak_server: SpeakServer) -> None:
             "POST", f"{speak_server.url}/speak", json={"text": "Hi.", "pace": FAST, "transport": "binary"}
         ) as response,
     ):
-        assert response.headers["content-type"] == "application/vnd.voicestream.frames"
+        assert response.headers["content-type"] == "application/vnd.voicestream.wire.framing"
         body = await response.aread()
     assert body[0] == 0x01  # the first frame is an EVENT (agent_start), not base64 or SSE text
     assert b"base64" not in body and b"event: " not in body
@@ -140,7 +132,7 @@ async def test_wav_is_one_stream_with_one_header(speak_server: SpeakServer) -> N
     events = await speak(speak_server.url, {"text": TEXT, "format": "wav", "pace": FAST})
     assert isinstance(events[-1], Done) and events[-1].status == "complete"
     assert of(events, AgentStart)[0].format == "wav"
-    audio = b"".join(c.data for c in of(events, AudioChunk))
+    audio = b"".join(c.data for c in of(events, SentenceAudio))
     assert audio[:4] == b"RIFF" and audio[8:16] == b"WAVEfmt "
     assert audio.count(b"RIFF") == 1  # later sentences come as raw PCM continuing the stream
     import wave
@@ -152,7 +144,7 @@ async def test_wav_is_one_stream_with_one_header(speak_server: SpeakServer) -> N
 async def test_mp3_frames(speak_server: SpeakServer) -> None:
     events = await speak(speak_server.url, {"text": "Hello. Good morning.", "format": "mp3", "pace": FAST})
     assert isinstance(events[-1], Done) and events[-1].status == "complete"
-    audio = b"".join(c.data for c in of(events, AudioChunk))
+    audio = b"".join(c.data for c in of(events, SentenceAudio))
     # An MPEG audio frame sync (11 set bits) at the start: no WAV header, no base64.
     assert audio[0] == 0xFF and audio[1] & 0xE0 == 0xE0
     assert events[-1].audio_ms > 500

@@ -9,8 +9,8 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from tests.support.server import LiveServer
 
+from tests.support.server import LiveServer
 from voicestream.demo import run_demo
 from voicestream.texts import agent_reply
 

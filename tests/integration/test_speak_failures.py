@@ -16,14 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.support.server import LiveServer
-from tests.support.speak_server import SpeakServer, start_speak_server
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicestream.agent.config import SpeakConfig
-from voicestream.agent.events import AgentStart, AudioChunk, Done, Error, SpeakEvent
-from voicestream.client.speak_stream import speak_events
-from voicestream.server.logs import capture_json_logs
+from tests.support.server import LiveServer
+from tests.support.speak_server import SpeakServer, start_speak_server
+from voicestream.kokoro_server.logs import capture_json_logs
+from voicestream.speak.client import speak_events
+from voicestream.speak.config import SpeakConfig
+from voicestream.wire.speak import AgentStart, Done, ReplyError, SentenceAudio, SpeakEvent
 
 FAST = {"first_token_ms": 50, "tokens_per_s": 200}
 # Bounds that only keep a broken implementation from hanging the suite; never asserted on.
@@ -45,10 +45,10 @@ async def speak(url: str, body: dict[str, Any]) -> list[SpeakEvent]:
         return [event async for event in speak_events(client, url, body)]
 
 
-def assert_failed(events: list[SpeakEvent], code: str) -> Error:
+def assert_failed(events: list[SpeakEvent], code: str) -> ReplyError:
     assert isinstance(events[0], AgentStart)
     *_, error, done = events
-    assert isinstance(error, Error) and error.code == code, events[-3:]
+    assert isinstance(error, ReplyError) and error.code == code, events[-3:]
     assert isinstance(done, Done) and done.status == "error"
     assert error.message
     return error
@@ -73,7 +73,7 @@ def closed_port() -> int:
         (b"{}", 400, "missing_input"),
         (json.dumps({"text": "hi", "prompt": "hi"}).encode(), 400, "missing_input"),
         (json.dumps({"text": "   ...  "}).encode(), 400, "empty_text"),
-        (json.dumps({"text": 5}).encode(), 400, "invalid_text"),
+        (json.dumps({"text": 5}).encode(), 400, "missing_text"),
         (json.dumps({"text": "a " * 1500}).encode(), 413, "text_too_long"),
         (json.dumps({"text": "hi", "mode": "stream"}).encode(), 400, "invalid_mode"),
         (json.dumps({"text": "hi", "transport": "websocket"}).encode(), 400, "invalid_transport"),
@@ -84,14 +84,14 @@ def closed_port() -> int:
         (json.dumps({"text": "hi", "mdoe": "batch"}).encode(), 400, "unknown_field"),
         (json.dumps({"text": "hi", "pace": {"tokens_per_s": 0}}).encode(), 400, "invalid_pace"),
         (json.dumps({"text": "hi", "pace": [1]}).encode(), 400, "invalid_pace"),
-        (b'{"text": "' + b"a" * 70_000 + b'"}', 413, "body_too_large"),
+        (b'{"text": "' + b"a" * 70_000 + b'"}', 413, "message_too_large"),
     ],
 )
 async def test_bad_input_is_a_clear_4xx(speak_server: SpeakServer, body: bytes, status: int, code: str) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
         response = await client.post(f"{speak_server.url}/speak", content=body)
     assert response.status_code == status
-    assert response.json()["error"] == code
+    assert response.json()["code"] == code
     assert response.json()["message"]
     assert response.headers["x-correlation-id"]
 
@@ -101,8 +101,8 @@ async def test_wrong_method_and_path_are_json_errors(speak_server: SpeakServer) 
         wrong_method = await client.get(f"{speak_server.url}/speak")
         wrong_path = await client.post(f"{speak_server.url}/nope", json={"text": "hi"})
         health = await client.get(f"{speak_server.url}/health")
-    assert wrong_method.status_code == 405 and wrong_method.json()["error"] == "http_error"
-    assert wrong_path.status_code == 404 and wrong_path.json()["error"] == "http_error"
+    assert wrong_method.status_code == 405 and wrong_method.json()["code"] == "http_error"
+    assert wrong_path.status_code == 404 and wrong_path.json()["code"] == "http_error"
     assert health.json()["status"] == "ok" and health.json()["agent"] == "replay"
 
 
@@ -115,7 +115,7 @@ async def test_speech_server_down(mode: str) -> None:
         events = await speak(server.url, {"text": "Hello there. How are you?", "mode": mode, "pace": FAST})
     error = assert_failed(events, "tts_unavailable")
     assert "cannot open" in error.message
-    assert not [e for e in events if isinstance(e, AudioChunk)]
+    assert not [e for e in events if isinstance(e, SentenceAudio)]
 
 
 async def test_unknown_voice_fails_the_reply(speak_server: SpeakServer) -> None:
@@ -179,7 +179,7 @@ async def test_disconnect_cancels_the_session_on_the_speech_server(
         async with httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
             stream = speak_events(client, speak_server.url, body)
             async for event in stream:
-                if isinstance(event, AudioChunk):
+                if isinstance(event, SentenceAudio):
                     break  # hang up at the first audio
             await stream.aclose()  # closes the HTTP response: the connection drops
 

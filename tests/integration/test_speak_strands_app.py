@@ -10,14 +10,14 @@ from types import ModuleType
 
 import httpx
 import pytest
+
 from tests.support.fake_bedrock import FakeBedrock, Turn, fake_bedrock
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
-
-from voicestream.agent.config import SpeakConfig
-from voicestream.agent.events import AgentStart, AudioChunk, Done, Error, Sentence, SpeakEvent, TextDelta
-from voicestream.agent.sources import BedrockSettings
-from voicestream.client.speak_stream import speak_events
+from voicestream.speak.client import speak_events
+from voicestream.speak.config import SpeakConfig
+from voicestream.speak.sources import BedrockSettings
+from voicestream.wire.speak import AgentStart, Done, ReplyError, Sentence, SentenceAudio, SpeakEvent, TextDelta
 
 MODEL_ID = "us.amazon.nova-micro-v1:0"
 HANG_GUARD_S = 90
@@ -65,7 +65,7 @@ async def test_the_agent_reply_is_spoken_as_it_streams(
     [request] = bedrock.requests
     assert request.body["messages"][0]["content"][0]["text"] == "When does the museum open?"
 
-    heard = asr.transcribe(b"".join(e.data for e in events if isinstance(e, AudioChunk)))
+    heard = asr.transcribe(b"".join(e.data for e in events if isinstance(e, SentenceAudio)))
     assert asr.word_error_rate("".join(REPLY), heard) <= 0.2, heard
 
 
@@ -83,7 +83,7 @@ async def test_model_errors_end_the_stream_cleanly(speak_server: SpeakServer, be
     bedrock.turns = [turn]
     events = await speak(speak_server.url, {"prompt": "Hello?"})
     *_, error, done = events
-    assert isinstance(error, Error) and error.code == "model_error"
+    assert isinstance(error, ReplyError) and error.code == "model_error"
     assert "access to the model" in error.message or "the model fell over" in error.message
     assert isinstance(done, Done) and done.status == "error"
 

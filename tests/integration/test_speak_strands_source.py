@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from tests.support.fake_bedrock import FakeBedrock, Turn, fake_bedrock
 
-from voicestream.agent.sources import BedrockModelFactory, BedrockSettings, StrandsSource, TextSourceError
+from tests.support.fake_bedrock import FakeBedrock, Turn, fake_bedrock
+from voicestream.speak.sources import BedrockModelFactory, BedrockSettings, StrandsSource, TextSourceError
 
 MODEL_ID = "us.amazon.nova-lite-v1:0"
 

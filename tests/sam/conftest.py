@@ -4,7 +4,7 @@ SAM CLI lives in .venv-sam (`make venv-sam`); these tests run in the main enviro
 it as a program, as a user would. Nothing here needs AWS credentials or Docker.
 
 - `sam_env`: the environment for SAM commands: the real Python 3.12's bin first on PATH (sam
-  build rejects a pyenv shim, FACTS.md), a region, no telemetry, no credentials.
+  build rejects a pyenv shim, docs/platform-facts.md#sam), a region, no telemetry, no credentials.
 - `transform(**parameters)`: template.yaml through samtranslator (tests/sam/sam_transform.py),
   as CloudFormation JSON; cached per parameter set.
 - `sam_build`: `sam build` of the whole application into a session temp dir (slow: once).

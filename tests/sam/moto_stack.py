@@ -9,7 +9,7 @@ policies): those resources are left out, and a reference to one becomes the lite
 state machines get their DefinitionSubstitutions applied through Fn::Sub (moto ignores them).
 
 moto's CloudFormation puts state machines in the Step Functions backend that does not execute
-(FACTS.md); `make_executable` copies them, same name and definition, into the one that does.
+(docs/platform-facts.md#sam); `make_executable` copies them, same name and definition, into the one that does.
 What moto creates is otherwise exactly what the template says.
 """
 

@@ -1,7 +1,7 @@
 """Apply the SAM transform to template.yaml offline and print the CloudFormation JSON.
 
 Runs in .venv-sam (samtranslator lives there, beside SAM CLI). cfn-lint >= 1.54 lints SAM
-templates without transforming them (FACTS.md), so CI lints this output instead.
+templates without transforming them (docs/platform-facts.md#sam), so CI lints this output instead.
 
 Local paths become what `sam package` would make of them: code URIs become S3 URIs, and each
 state machine's DefinitionUri becomes the ASL file's content inlined as Definition, so the

@@ -40,8 +40,8 @@ from tests.sam.conftest import (
 from tests.statemachines.conftest import LambdaContext
 from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
 from tests.support.server import LiveServer
-from voicestream.frames import SSEDecoder
-from voicestream.tasks.validate import ValidationSettings
+from voicestream.aws.tasks.validate import ValidationSettings
+from voicestream.wire.framing import SSEDecoder
 
 # Lambda's limit is 250 MB unzipped for a function and all its layers; the adapter layer is ~5 MB.
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -53,7 +53,7 @@ def tree_size(path: Path) -> int:
 
 
 def built(sam_build: Path, logical_id: str, key: str = "CodeUri") -> Path:
-    return sam_build / load_built_template(sam_build)["Resources"][logical_id]["Properties"][key]
+    return sam_build / str(load_built_template(sam_build)["Resources"][logical_id]["Properties"][key])
 
 
 def test_every_function_has_a_sample_event() -> None:
@@ -62,7 +62,7 @@ def test_every_function_has_a_sample_event() -> None:
 
 def test_layer_carries_the_package_but_no_engine(sam_build: Path, tmp_path: Path) -> None:
     layer = built(sam_build, "VoicestreamLayer", "ContentUri") / "python"
-    assert (layer / "voicestream" / "agent" / "app.py").is_file()
+    assert (layer / "voicestream" / "speak" / "app.py").is_file()
     for needed in ("starlette", "uvicorn", "websockets", "aws_lambda_powertools", "strands", "awscrt"):
         assert any(layer.glob(f"{needed}*")), f"layer lacks {needed}"
     for engine in ENGINE_PACKAGES:
@@ -217,7 +217,7 @@ def test_validate_handler_passes_the_sample_event_against_the_real_server(
     spec.loader.exec_module(module)
     context = LambdaContext(function_name="validate", invoked_function_arn="arn:aws:lambda:us-east-1:1:function:v")
     with mock_aws(), sagemaker_in_front_of(kokoro_server, kokoro_server) as (validator, _):
-        module.validator = validator
+        monkeypatch.setattr(module, "validator", validator)
         report = module.handler(event("validate"), context)
     assert report["passed"] is True, report["cause"]
     sentences = next(c for c in report["checks"] if c["name"] == "bidi_three_sentences")["data"]["sentences"]

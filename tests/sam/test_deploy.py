@@ -30,8 +30,7 @@ from tests.sam.moto_stack import create_stack, make_executable
 from tests.statemachines.conftest import ACCOUNT, LambdaRouter, load_handler_module
 from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
 from tests.support.server import LiveServer
-from voicestream.deploy.aws import connect
-from voicestream.deploy.commands import (
+from voicestream.aws.deploy.commands import (
     Settings,
     deploy,
     destroy,
@@ -40,15 +39,16 @@ from voicestream.deploy.commands import (
     require_stack,
     validate,
 )
-from voicestream.deploy.errors import DeployError
-from voicestream.deploy.execution import format_report, run_state_machine
-from voicestream.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
-from voicestream.deploy.model import SHA256_METADATA, fetch_model, local_files, model_prefix, upload_model
-from voicestream.deploy.pins import MODEL_REPO, MODEL_REVISION
-from voicestream.deploy.stack import describe
+from voicestream.aws.deploy.errors import DeployError
+from voicestream.aws.deploy.execution import format_report, run_state_machine
+from voicestream.aws.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
+from voicestream.aws.deploy.model import SHA256_METADATA, fetch_model, local_files, model_prefix, upload_model
+from voicestream.aws.deploy.pins import MODEL_REPO, MODEL_REVISION
+from voicestream.aws.deploy.stack import describe
+from voicestream.aws.deploy.target import connect
 
 STACK = "voicestream"
-MOTO_PARAMETERS = {"InstanceType": "ml.g4dn.xlarge"}  # moto rejects ml.g5 (FACTS.md)
+MOTO_PARAMETERS = {"InstanceType": "ml.g4dn.xlarge"}  # moto rejects ml.g5 (docs/platform-facts.md#sam)
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_model_upload_to_a_missing_bucket_fails_clearly(aws: None, tmp_path: Pat
 def test_build_context_is_what_the_dockerfile_copies() -> None:
     context = build_context(REPO)
     assert {"container/Dockerfile", "container/serve", "pyproject.toml", "README.md"} <= set(context.files)
-    assert "src/voicestream/server/app.py" in context.files
+    assert "src/voicestream/kokoro_server/app.py" in context.files
     assert "packaging/en_core_web_sm/pyproject.toml" in context.files
     assert not [f for f in context.files if "__pycache__" in f or ".egg-info" in f or f.startswith("tests/")]
     assert context.tag == build_context(REPO).tag and context.tag.startswith("ctx-")
@@ -163,17 +163,17 @@ def test_build_context_is_what_the_dockerfile_copies() -> None:
 
 
 def test_the_tag_follows_the_context(tmp_path: Path) -> None:
-    for name in ("container", "src/voicestream", "packaging/en_core_web_sm"):
+    for name in ("container", "src/voicestream/wire", "packaging/en_core_web_sm"):
         (tmp_path / name).mkdir(parents=True)
     for name in ("container/Dockerfile", "container/Dockerfile.dockerignore", "container/serve", "pyproject.toml",
                  "README.md", "packaging/en_core_web_sm/pyproject.toml"):  # fmt: skip
         shutil.copy(REPO / name, tmp_path / name)
-    (tmp_path / "src/voicestream/protocol.py").write_text("A = 1\n")
+    (tmp_path / "src/voicestream/wire/bidi.py").write_text("A = 1\n")
     before = build_context(tmp_path).tag
     (tmp_path / "src/voicestream/__pycache__").mkdir()
     (tmp_path / "src/voicestream/__pycache__/protocol.cpython-312.pyc").write_bytes(b"\0")
     assert build_context(tmp_path).tag == before  # ignored files do not count
-    (tmp_path / "src/voicestream/protocol.py").write_text("A = 2\n")
+    (tmp_path / "src/voicestream/wire/bidi.py").write_text("A = 2\n")
     assert build_context(tmp_path).tag != before
 
 
@@ -424,7 +424,7 @@ def test_validate_command_runs_the_stacks_deploy_validate(
 ) -> None:
     module = load_handler_module("validate")
     with sagemaker_in_front_of(kokoro_server, kokoro_server) as (validator, _):
-        module.validator = validator
+        monkeypatch.setattr(module, "validator", validator)
         route_lambdas(monkeypatch, {"ValidateFunction": module.handler})
         lines = Lines()
         assert validate(Settings(stack_name=STACK, region=REGION), lines) == 0

@@ -1,6 +1,6 @@
 """Static checks of template.yaml: `sam validate --lint`, and cfn-lint on the transformed template.
 
-cfn-lint >= 1.54 no longer applies the SAM transform itself (FACTS.md), so the template is
+cfn-lint >= 1.54 no longer applies the SAM transform itself (docs/platform-facts.md#sam), so the template is
 transformed first (samtranslator, as CloudFormation would) and the result is linted. The last
 test proves that this pipeline catches what the plain lint let through.
 """

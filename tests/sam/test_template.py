@@ -20,11 +20,12 @@ from moto import mock_aws
 
 from tests.sam.conftest import REGION, REPO, Transform, load_template
 from tests.sam.moto_stack import CONTEXT_TOKEN, create_stack
-from voicestream.agent.config import SpeakConfig
-from voicestream.protocol import Limits
+from voicestream.env import VARIABLES, Env
+from voicestream.speak.config import SpeakConfig
+from voicestream.wire.bidi import Limits
 
 ENDPOINT = {"ImageTag": "0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"}
-# moto's enum check rejects ml.g5 instance types (FACTS.md); the template allows g4dn too.
+# moto's enum check rejects ml.g5 instance types (docs/platform-facts.md#sam); the template allows g4dn too.
 MOTO_ENDPOINT = {**ENDPOINT, "InstanceType": "ml.g4dn.xlarge"}
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 # Actions that have no resource-level permissions in IAM: "*" is the only possible resource.
@@ -197,7 +198,7 @@ def test_speak_environment_configures_the_app(transform: Transform) -> None:
     variables = template["Resources"]["SpeakFunction"]["Properties"]["Environment"]["Variables"]
     defaults = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()}
     resolved = {k: defaults[v["Ref"]] if isinstance(v, dict) else v for k, v in variables.items()}
-    config = SpeakConfig.from_env({**resolved, "AWS_REGION": REGION})  # Lambda sets AWS_REGION
+    config = SpeakConfig.from_env(Env({**resolved, "AWS_REGION": REGION}))  # Lambda sets AWS_REGION
     assert config.sagemaker_endpoint == defaults["EndpointName"] and config.kokoro_ws_url is None
     assert config.bedrock is not None and config.bedrock.model_id == defaults["BedrockModelId"]
     assert (config.service, config.metrics_namespace) == ("speak", "voicestream")  # the alarms' dimensions
@@ -205,9 +206,9 @@ def test_speak_environment_configures_the_app(transform: Transform) -> None:
 
 def test_endpoint_environment_is_what_the_server_reads(transform: Transform) -> None:
     container = transform(**ENDPOINT)["Resources"]["KokoroModel"]["Properties"]["PrimaryContainer"]
-    server_settings = {"VOICESTREAM_BACKEND", "VOICESTREAM_MODEL_DIR", "VOICESTREAM_THREADS",
-                       "VOICESTREAM_SYNTH_WORKERS", "VOICESTREAM_LOG_LEVEL"}  # fmt: skip
-    assert set(container["Environment"]) <= server_settings | set(Limits.ENV_VARS.values())
+    # Every variable the template sets is one the server reads (voicestream.env declares them all).
+    assert set(container["Environment"]) <= set(VARIABLES)
+    assert {"VOICESTREAM_BACKEND", "VOICESTREAM_MODEL_DIR"} <= set(container["Environment"])
 
 
 # ----------------------------------------------------------- state machines

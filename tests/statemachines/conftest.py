@@ -1,6 +1,6 @@
 """The bridge that lets moto's Step Functions interpreter run our real state machines.
 
-What moto does by itself (FACTS.md): executes real ASL (`execute_state_machine`), serves the
+What moto does by itself (docs/platform-facts.md#sam): executes real ASL (`execute_state_machine`), serves the
 aws-sdk integrations from its backends. What this file bridges:
 
 - DefinitionSubstitutions: `render()` applies them to the real `statemachines/*.asl.json`, as

@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
 from tests.statemachines.sigv4 import RequireSigV4
 
 _STRING = 7  # event-stream header value type

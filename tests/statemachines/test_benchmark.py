@@ -12,14 +12,14 @@ from typing import Any
 import boto3
 import pytest
 from botocore.credentials import Credentials
+
 from tests.statemachines.conftest import REGION, Executions, LambdaRouter, load_handler_module
 from tests.statemachines.sigv4 import RequireSigV4
 from tests.support.fake_sagemaker import FakeSageMakerRuntime
 from tests.support.server import LiveServer, start_server
-
-from voicestream.agent.app import create_app as create_speak_app
-from voicestream.agent.config import SpeakConfig
-from voicestream.tasks.benchmark import Benchmarker
+from voicestream.aws.tasks.benchmark import Benchmarker
+from voicestream.speak.app import create_app as create_speak_app
+from voicestream.speak.config import SpeakConfig
 
 ENDPOINT = "voicestream-kokoro"
 RESULTS_BUCKET = "voicestream-results-test"

@@ -12,6 +12,7 @@ import boto3
 import pytest
 from moto.sagemaker.models import sagemaker_backends
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from tests.statemachines.conftest import (
     ACCOUNT,
     REGION,
@@ -23,10 +24,9 @@ from tests.statemachines.conftest import (
 from tests.statemachines.fake_response_stream import FakeResponseStreamRuntime
 from tests.support.fake_sagemaker import FakeSageMakerRuntime
 from tests.support.server import LiveServer, start_server
-
+from voicestream.aws.tasks.validate import EndpointValidator
 from voicestream.engine.base import SpeechEngine
-from voicestream.protocol import Limits
-from voicestream.tasks.validate import EndpointValidator
+from voicestream.wire.bidi import Limits
 
 ENDPOINT = "voicestream-kokoro"
 FAST = {"poll_seconds": 0, "max_polls": 1000, "silence_timeout_s": 60}
@@ -55,7 +55,7 @@ class TextFramesOnly:
 
 @pytest.fixture(scope="module")
 def text_only_server(kokoro_engine: SpeechEngine) -> Iterator[LiveServer]:
-    from voicestream.server import create_app
+    from voicestream.kokoro_server import create_app
 
     app = create_app(kokoro_engine, Limits())
     app.add_middleware(TextFramesOnly)

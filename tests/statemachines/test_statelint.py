@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.statemachines.conftest import STATEMACHINES, placeholders, render
 
 FILES = sorted(STATEMACHINES.glob("*.asl.json"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from tests.statemachines.conftest import REGION, ROLE_ARN, Executions, LambdaRouter, load_handler_module
 
 KEYS = 1500
@@ -86,7 +87,7 @@ def _deploy(lambdas: LambdaRouter, keys: int) -> Deployment:
     )
     sagemaker.create_endpoint_config(
         EndpointConfigName=d.endpoint_config,
-        # moto's enum check rejects ml.g5 instance types (FACTS.md); the type does not matter here.
+        # moto's enum check rejects ml.g5 instance types (docs/platform-facts.md#sam); the type does not matter here.
         ProductionVariants=[
             {
                 "VariantName": "AllTraffic",

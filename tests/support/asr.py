@@ -17,7 +17,8 @@ import jiwer
 import numpy as np
 import soxr
 
-from voicestream.engine.base import SAMPLE_RATE, FloatAudio
+from voicestream.engine.base import FloatAudio
+from voicestream.wire.bidi import SAMPLE_RATE
 
 _lock = threading.Lock()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 
-from voicestream.frames import parse_control_frame
+from voicestream.wire.framing import parse_control_frame
 
 TIMEOUT_S = 180.0
 

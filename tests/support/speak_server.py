@@ -7,23 +7,18 @@ then go over real TCP exactly as the Lambda Web Adapter would send them.
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-import httpx
-import uvicorn
-
-from voicestream.agent.app import create_app
-from voicestream.agent.config import SpeakConfig
+from voicestream.devserver import serve_in_thread, wait_until_ready
+from voicestream.speak.app import create_app
+from voicestream.speak.config import SpeakConfig
 
 
 @dataclass
 class SpeakServer:
     port: int
-    server: uvicorn.Server
 
     @property
     def url(self) -> str:
@@ -33,18 +28,6 @@ class SpeakServer:
 @contextlib.contextmanager
 def start_speak_server(config: SpeakConfig, log_stream: TextIO | None = None) -> Iterator[SpeakServer]:
     app = create_app(config, log_stream=log_stream)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, name="uvicorn-speak", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the speak server did not start")
-        time.sleep(0.02)
-    live = SpeakServer(port=server.servers[0].sockets[0].getsockname()[1], server=server)
-    try:
-        assert httpx.get(f"{live.url}/health", timeout=10).status_code == 200
-        yield live
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serve_in_thread(app, "uvicorn-speak", lifespan="off") as running:
+        wait_until_ready(running.url, 10, path="/health")
+        yield SpeakServer(port=running.port)

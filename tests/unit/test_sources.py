@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.agent.sources import Pace, ReplaySource, tokenize
+from voicestream.speak.sources import Pace, ReplaySource, tokenize
 from voicestream.texts import agent_reply
 
 

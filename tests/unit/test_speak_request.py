@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from voicestream.agent.config import ConfigError, SpeakConfig
-from voicestream.agent.request import SpeakRequest, SpeakRequestError, parse_speak_request
-from voicestream.agent.sources import Pace
-from voicestream.agent.speak import WholeReply
+from voicestream.env import ConfigError, Env
+from voicestream.speak.config import SpeakConfig
+from voicestream.speak.request import SpeakRequest, parse_speak_request
+from voicestream.speak.run import WholeReply
+from voicestream.speak.sources import Pace
+from voicestream.wire.errors import ProtocolError
 
 
 def parse(body: object) -> SpeakRequest:
@@ -56,10 +58,13 @@ def test_every_field() -> None:
         ({"text": "hi", "pace": {"tokens_per_s": "many"}}, "invalid_pace"),
         ({"text": "hi", "pace": {"burst": 3}}, "invalid_pace"),
         ({"text": "hi", "mode": None}, "invalid_mode"),
+        ({"text": "hi", "speed": 10**400}, "invalid_speed"),
+        ({"text": "hi", "pace": {"tokens_per_s": 10**400}}, "invalid_pace"),
+        ({"text": "hi", "pace": {"first_token_ms": -(10**400)}}, "invalid_pace"),
     ],
 )
 def test_rejections(body: dict[str, object], code: str) -> None:
-    with pytest.raises(SpeakRequestError) as caught:
+    with pytest.raises(ProtocolError) as caught:
         parse(body)
     assert caught.value.code == code and 400 <= caught.value.status < 500 and caught.value.message
 
@@ -73,17 +78,19 @@ def test_whole_reply_waits_for_the_end() -> None:
 
 
 def test_config_local_and_deployed() -> None:
-    local = SpeakConfig.from_env({"KOKORO_WS_URL": "ws://127.0.0.1:8080"})
+    local = SpeakConfig.from_env(Env({"KOKORO_WS_URL": "ws://127.0.0.1:8080"}))
     assert local.kokoro_ws_url == "ws://127.0.0.1:8080" and local.bedrock is None
     assert local.agent_description == "replay" and local.replay_pace == Pace(0.3, 50)
     deployed = SpeakConfig.from_env(
-        {
-            "SAGEMAKER_ENDPOINT_NAME": "kokoro",
-            "AWS_REGION": "eu-west-1",
-            "BEDROCK_MODEL_ID": "eu.amazon.nova-lite-v1:0",
-            "REPLAY_TOKENS_PER_S": "80",
-            "POWERTOOLS_SERVICE_NAME": "speak",
-        }
+        Env(
+            {
+                "SAGEMAKER_ENDPOINT_NAME": "kokoro",
+                "AWS_REGION": "eu-west-1",
+                "BEDROCK_MODEL_ID": "eu.amazon.nova-lite-v1:0",
+                "REPLAY_TOKENS_PER_S": "80",
+                "POWERTOOLS_SERVICE_NAME": "speak",
+            }
+        )
     )
     assert deployed.bedrock is not None and deployed.bedrock.region == "eu-west-1"
     assert deployed.replay_pace.tokens_per_s == 80 and deployed.service == "speak"
@@ -102,4 +109,4 @@ def test_config_local_and_deployed() -> None:
 )
 def test_config_errors_are_clear(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
-        SpeakConfig.from_env(env)
+        SpeakConfig.from_env(Env(env))

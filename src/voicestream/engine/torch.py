@@ -10,7 +10,6 @@ inference runs outside it, so requests from several worker threads overlap on th
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Iterator
@@ -20,16 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from voicestream import env
 from voicestream.engine.assets import default_model_dir
-from voicestream.engine.base import (
-    DEFAULT_VOICE,
-    SAMPLE_RATE,
-    AudioChunk,
-    EngineError,
-    SpeechEngine,
-    UnsupportedLanguageError,
-    WordTiming,
-)
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, UnsupportedLanguageError, WordTiming
 from voicestream.engine.g2p import MAX_PHONEMES, split_phonemes
 from voicestream.engine.torch_assets import (
     TorchAssets,
@@ -41,6 +33,7 @@ from voicestream.engine.torch_assets import (
     torch_assets,
 )
 from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
@@ -49,7 +42,7 @@ ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (
 def import_kokoro() -> tuple[Any, Any]:
     # Every file is passed explicitly, so a download attempt is a bug: fail at once, not after
     # ~25 s of retries. huggingface_hub reads this when first imported, hence before kokoro.
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    env.export("HF_HUB_OFFLINE", "1")
     from kokoro import KModel, KPipeline
 
     return KModel, KPipeline

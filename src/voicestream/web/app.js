@@ -320,7 +320,7 @@ async function errorOf(response) {
   try {
     const body = JSON.parse(text);
     if (body && typeof body === 'object') {
-      code = body.error ?? body.code ?? code;
+      code = body.code ?? code;
       message = body.message ?? message;
     }
   } catch {

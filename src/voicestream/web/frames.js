@@ -12,7 +12,7 @@
 
 export const FRAME_EVENT = 0x01;
 export const FRAME_AUDIO = 0x02;
-export const BINARY_FRAMES_CONTENT_TYPE = 'application/vnd.voicestream.frames';
+export const BINARY_FRAMES_CONTENT_TYPE = 'application/vnd.voicestream.wire.framing';
 export const SSE_CONTENT_TYPE = 'text/event-stream';
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_MAX_EVENT_CHARS = 8 * 1024 * 1024;

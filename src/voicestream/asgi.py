@@ -1,0 +1,108 @@
+"""HTTP plumbing shared by the two apps (the Kokoro server and the speak function).
+
+- `read_body`: a request body, refused past a byte limit without reading it all;
+- `error_response`: the one JSON error body (`wire.errors`) with the error's status;
+- `StreamingBody`: a chunked response that stops its producer the moment the client leaves and
+  aborts (no final chunk) when the producer fails, so a client sees an incomplete body rather
+  than a short one that looks whole.
+
+Starlette's StreamingResponse notices a disconnect only through anyio's cancel scope, whose
+repeated cancellation would also kill a producer's cleanup (say, cancelling the session on the
+speech server). Here one task watches for `http.disconnect` and cancels the writer once; the
+producer's own cleanup then runs to the end, in the writer's task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body; `ProtocolError` message_too_large past `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"the body is {declared} bytes; the limit is {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"the body exceeds the limit of {limit} bytes")
+    return bytes(body)
+
+
+def error_response(error: CodedError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=dict(headers or {}))
+
+
+class StreamingBody:
+    """Streams `chunks` as a 200 chunked response; see the module docstring.
+
+    `on_disconnect` is called when the client left first; `on_failure` with the exception when
+    the producer failed (the response is then aborted)."""
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        media_type: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        on_disconnect: Callable[[], None] | None = None,
+        on_failure: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.chunks = chunks
+        self.headers = [(b"content-type", media_type.encode())] + [
+            (name.lower().encode(), value.encode()) for name, value in (headers or {}).items()
+        ]
+        self.on_disconnect = on_disconnect
+        self.on_failure = on_failure
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        writer = asyncio.create_task(self._write(send), name="voicestream-response-writer")
+        watcher = asyncio.create_task(_disconnected(receive), name="voicestream-disconnect-watcher")
+        done: set[asyncio.Task[None]] = set()
+        try:
+            done, _ = await asyncio.wait({writer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (writer, watcher):
+                task.cancel()
+            await asyncio.gather(writer, watcher, return_exceptions=True)
+        if writer not in done and self.on_disconnect is not None:
+            self.on_disconnect()
+
+    async def _write(self, send: Send) -> None:
+        try:
+            async with _closing(self.chunks) as chunks:
+                async for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except Exception as error:
+            # Returning without the final body message makes the server drop the connection:
+            # the client sees an incomplete chunked body, not a truncated one that looks whole.
+            if self.on_failure is not None:
+                self.on_failure(error)
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+@contextlib.asynccontextmanager
+async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[AsyncIterator[bytes]]:
+    """Close an async generator in this task, also when cancelled (its cleanup runs now)."""
+    try:
+        yield chunks
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,203 @@
+"""Streaming audio encoders (pcm, wav, mp3) behind one interface, and a fixed-size framer.
+
+Every encoder takes audio as it is synthesized (float32 samples in [-1, 1], or 16-bit
+little-endian PCM bytes) and returns the encoded bytes that can be sent now; `finish()`
+returns whatever the encoder still holds. Concatenating every output gives a valid file.
+"""
+
+from __future__ import annotations
+
+import struct
+import wave
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from voicestream.wire.bidi import DEFAULT_FORMAT, FORMATS, SAMPLE_RATE
+
+FloatAudio = npt.NDArray[np.float32]
+AudioInput = FloatAudio | bytes
+
+PCM_BYTES_PER_SAMPLE = 2
+# Streaming WAV: the length is unknown when the header goes out, so both size fields hold the
+# maximum (what ffmpeg and most streaming servers write); readers then read to end of stream.
+WAV_UNKNOWN_SIZE = 0xFFFFFFFF
+CONTENT_TYPES: dict[str, str] = {
+    "pcm": f"audio/pcm;rate={SAMPLE_RATE};channels=1;encoding=s16le",
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+}
+
+
+def to_pcm16(audio: AudioInput) -> bytes:
+    """Float samples to 16-bit little-endian PCM (clipped, never wrapped); PCM bytes pass through."""
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        data = bytes(audio)
+        if len(data) % PCM_BYTES_PER_SAMPLE:
+            raise ValueError(f"16-bit PCM must have an even number of bytes, got {len(data)}")
+        return data
+    samples = np.asarray(audio, dtype=np.float32).reshape(-1)
+    clipped = np.clip(np.nan_to_num(samples, nan=0.0), -1.0, 1.0)
+    return (clipped * 32767.0).round().astype("<i2").tobytes()
+
+
+class AudioEncoder(Protocol):
+    """One encoded stream: call `encode` for each piece of audio, then `finish` once."""
+
+    format: str
+    content_type: str
+
+    @property
+    def bytes_per_second(self) -> int:
+        """Nominal encoded bytes per second of audio: what frame sizes are computed from."""
+        ...
+
+    def encode(self, audio: AudioInput) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+
+class PcmEncoder:
+    """Raw 16-bit little-endian mono PCM: no header, every byte is audio."""
+
+    format = "pcm"
+    content_type = CONTENT_TYPES["pcm"]
+
+    def __init__(self, sample_rate: int = SAMPLE_RATE) -> None:
+        self.sample_rate = sample_rate
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self.sample_rate * PCM_BYTES_PER_SAMPLE
+
+    def encode(self, audio: AudioInput) -> bytes:
+        return to_pcm16(audio)
+
+    def finish(self) -> bytes:
+        return b""
+
+
+def wav_header(sample_rate: int = SAMPLE_RATE, data_size: int = WAV_UNKNOWN_SIZE) -> bytes:
+    """The 44-byte RIFF/WAVE header of 16-bit mono PCM; the default sizes mean 'until the end'."""
+    riff_size = WAV_UNKNOWN_SIZE if data_size == WAV_UNKNOWN_SIZE else 36 + data_size
+    byte_rate = sample_rate * PCM_BYTES_PER_SAMPLE
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff_size)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, byte_rate, PCM_BYTES_PER_SAMPLE, 16)
+        + b"data"
+        + struct.pack("<I", data_size)
+    )
+
+
+class WavEncoder(PcmEncoder):
+    """A streaming WAV: the header (sizes unknown) with the first bytes, then raw PCM."""
+
+    format = "wav"
+    content_type = CONTENT_TYPES["wav"]
+
+    def __init__(self, sample_rate: int = SAMPLE_RATE) -> None:
+        super().__init__(sample_rate)
+        self._header_sent = False
+
+    def _header(self) -> bytes:
+        if self._header_sent:
+            return b""
+        self._header_sent = True
+        return wav_header(self.sample_rate)
+
+    def encode(self, audio: AudioInput) -> bytes:
+        return self._header() + to_pcm16(audio)
+
+    def finish(self) -> bytes:
+        return self._header()  # a stream with no audio is still a (empty) WAV file
+
+
+class Mp3Encoder:
+    """MP3 via LAME (lameenc): 24 kHz mono, constant bitrate (MPEG-2 Layer III)."""
+
+    format = "mp3"
+    content_type = CONTENT_TYPES["mp3"]
+
+    def __init__(self, sample_rate: int = SAMPLE_RATE, bitrate_kbps: int = 48, quality: int = 2) -> None:
+        import lameenc
+
+        self.bitrate_kbps = bitrate_kbps
+        self._encoder = lameenc.Encoder()
+        self._encoder.set_bit_rate(bitrate_kbps)
+        self._encoder.set_in_sample_rate(sample_rate)
+        self._encoder.set_out_sample_rate(sample_rate)
+        self._encoder.set_channels(1)
+        self._encoder.set_quality(quality)
+        self._finished = False
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self.bitrate_kbps * 1000 // 8
+
+    def encode(self, audio: AudioInput) -> bytes:
+        pcm = to_pcm16(audio)
+        return bytes(self._encoder.encode(pcm)) if pcm else b""
+
+    def finish(self) -> bytes:
+        if self._finished:
+            return b""
+        self._finished = True
+        return bytes(self._encoder.flush())
+
+
+def create_encoder(
+    audio_format: str = DEFAULT_FORMAT, sample_rate: int = SAMPLE_RATE, mp3_bitrate_kbps: int = 48
+) -> AudioEncoder:
+    """A fresh encoder for one stream; raises ValueError for an unknown format."""
+    if audio_format == "pcm":
+        return PcmEncoder(sample_rate)
+    if audio_format == "wav":
+        return WavEncoder(sample_rate)
+    if audio_format == "mp3":
+        return Mp3Encoder(sample_rate, mp3_bitrate_kbps)
+    raise ValueError(f"unknown audio format {audio_format!r}; choose one of {', '.join(FORMATS)}")
+
+
+class Framer:
+    """Cuts a byte stream into frames of `frame_bytes` (the last one may be shorter).
+
+    Frame sizes are even, so PCM frames always hold whole samples.
+    """
+
+    def __init__(self, frame_bytes: int) -> None:
+        if frame_bytes < 2:
+            raise ValueError(f"frame_bytes must be at least 2, got {frame_bytes}")
+        self.frame_bytes = frame_bytes + frame_bytes % 2
+        self._pending = bytearray()
+
+    @classmethod
+    def for_encoder(cls, encoder: AudioEncoder, frame_ms: int) -> Framer:
+        return cls(max(2, encoder.bytes_per_second * frame_ms // 1000))
+
+    def push(self, data: bytes) -> list[bytes]:
+        self._pending += data
+        size = self.frame_bytes
+        whole = len(self._pending) // size * size
+        frames = [bytes(self._pending[start : start + size]) for start in range(0, whole, size)]
+        del self._pending[:whole]
+        return frames
+
+    def flush(self) -> list[bytes]:
+        rest = bytes(self._pending)
+        self._pending.clear()
+        return [rest] if rest else []
+
+
+def write_wav(path: Path, audio: AudioInput, sample_rate: int = SAMPLE_RATE) -> Path:
+    """A 16-bit mono WAV file of float samples or PCM bytes (parent folders created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(sample_rate)
+        out.writeframes(to_pcm16(audio))
+    return path

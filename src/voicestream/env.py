@@ -1,0 +1,208 @@
+"""Every environment variable voicestream reads, declared and parsed in one place.
+
+No other module touches `os.environ`: they take settings objects built from an `Env`, a typed
+view of an environment (the process's by default, or any mapping in tests). `Env` reads only
+the variables declared in `VARIABLES`, so the list below is complete by construction, and a
+malformed value is a `ConfigError` naming the variable, raised at startup rather than mid-request.
+docs/configuration.md lists the same variables (a unit test keeps the two equal).
+
+Settings of the Kokoro server (`server_settings`, `limits`) and the model directory are built
+here; the speak function's (`voicestream.speak.config.SpeakConfig.from_env`) and the deploy
+commands' read their variables through `Env`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+from voicestream.wire.bidi import Limits
+from voicestream.wire.errors import CodedError
+
+Backend = Literal["onnx", "torch"]
+BACKENDS: Final[tuple[Backend, ...]] = get_args(Backend)
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8080
+
+VARIABLES: Final[dict[str, str]] = {
+    # the Kokoro server (container and local)
+    "VOICESTREAM_BACKEND": "speech engine: onnx (int8, CPU; default) or torch (kokoro on PyTorch, the GPU image)",
+    "VOICESTREAM_MODEL_DIR": "model files (default: $XDG_CACHE_HOME/voicestream/kokoro-82m; the image: /opt/ml/model)",
+    "VOICESTREAM_THREADS": "inference threads per synthesis (default: min(cores, 4))",
+    "VOICESTREAM_SYNTH_WORKERS": "syntheses that run at once across all sessions (default 2)",
+    "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
+    "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
+    "VOICESTREAM_PORT": "port the server listens on (default 8080)",
+    "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache)",
+    # the session and request limits (wire.bidi.Limits), each named after its field
+    "VOICESTREAM_MAX_TEXT_CHARS": "characters per synthesis request (default 2000)",
+    "VOICESTREAM_MAX_QUEUED": "unfinished requests per session (default 16)",
+    "VOICESTREAM_MAX_SESSION_S": "seconds a session may last (default 3600)",
+    "VOICESTREAM_IDLE_TIMEOUT_S": "seconds without a message before a session is closed (default 300)",
+    "VOICESTREAM_MAX_SESSIONS": "sessions open at once per server (default 32)",
+    "VOICESTREAM_FRAME_MS": "milliseconds of audio per frame (default 40)",
+    "VOICESTREAM_MAX_MESSAGE_BYTES": "bytes per client message or request body (default 65536)",
+    "VOICESTREAM_MAX_BUFFERED_AUDIO_S": "seconds of audio buffered ahead of a slow client per request (default 30)",
+    "VOICESTREAM_MP3_BITRATE_KBPS": "MP3 bitrate (default 48)",
+    # the speak function
+    "KOKORO_WS_URL": "the Kokoro server's base or bidi URL (local runs); exclusive with SAGEMAKER_ENDPOINT_NAME",
+    "SAGEMAKER_ENDPOINT_NAME": "the deployed Kokoro endpoint; needs AWS_REGION",
+    "AWS_REGION": "the AWS region (Lambda sets it)",
+    "AWS_DEFAULT_REGION": "the AWS region when AWS_REGION is unset",
+    "BEDROCK_MODEL_ID": "the Bedrock model that answers prompts; unset: prompts get the replayed canned reply",
+    "BEDROCK_ENDPOINT_URL": "a Bedrock endpoint URL (VPC endpoints, tests)",
+    "BEDROCK_MAX_TOKENS": "the reply's token limit (default 400)",
+    "SPEAK_SYSTEM_PROMPT": "the agent's system prompt",
+    "REPLAY_FIRST_TOKEN_MS": "replayed text: delay before the first token (default 300)",
+    "REPLAY_TOKENS_PER_S": "replayed text: tokens per second after it (default 50)",
+    "SPEAK_MAX_DURATION_S": "seconds a whole reply may take (default 300)",
+    "SPEAK_SILENCE_TIMEOUT_S": "seconds without a frame from the speech server before a reply fails (default 30)",
+    "POWERTOOLS_SERVICE_NAME": "service name in logs and metrics (default voicestream-speak)",
+    "POWERTOOLS_METRICS_NAMESPACE": "CloudWatch metrics namespace (default voicestream)",
+    "LAMBDA_TASK_ROOT": "set by Lambda: the speak app then forwards the X-Ray trace header",
+    # the deploy commands
+    "VOICESTREAM_SAM": "the sam executable the deploy commands run (default: sam on PATH)",
+    "SAM_CLI_TELEMETRY": "passed to sam (default 0: no telemetry)",
+}
+
+# The limit each VOICESTREAM_* limit variable sets.
+LIMIT_VARIABLES: Final[dict[str, str]] = {spec.name: f"VOICESTREAM_{spec.name.upper()}" for spec in fields(Limits)}
+
+
+class ConfigError(CodedError, ValueError):
+    """An environment variable (or a setting) is malformed or missing; the message names it."""
+
+    code = "invalid_config"
+
+
+class Env:
+    """Typed access to declared environment variables; empty values count as unset."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = os.environ if environ is None else environ
+
+    def text(self, name: str) -> str | None:
+        if name not in VARIABLES:
+            raise KeyError(f"{name} is not declared in voicestream.env.VARIABLES")
+        value = self._environ.get(name, "").strip()
+        return value or None
+
+    def integer(self, name: str, minimum: int | None = None) -> int | None:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not an integer") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+        return value
+
+    def number(self, name: str) -> float | None:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{name}={raw!r} is not a finite number")
+        return value
+
+    def path(self, name: str) -> Path | None:
+        raw = self.text(name)
+        return None if raw is None else Path(raw)
+
+    def choice(self, name: str, allowed: tuple[str, ...]) -> str | None:
+        raw = self.text(name)
+        if raw is not None and raw not in allowed:
+            raise ConfigError(f"{name}={raw!r} must be one of {', '.join(allowed)}")
+        return raw
+
+
+def cache_dir(env: Env | None = None) -> Path:
+    """voicestream's cache: $XDG_CACHE_HOME (or ~/.cache)/voicestream."""
+    return ((env or Env()).path("XDG_CACHE_HOME") or Path.home() / ".cache") / "voicestream"
+
+
+def default_model_dir(env: Env | None = None) -> Path:
+    """$VOICESTREAM_MODEL_DIR, else the cache's kokoro-82m."""
+    env = env or Env()
+    return env.path("VOICESTREAM_MODEL_DIR") or cache_dir(env) / "kokoro-82m"
+
+
+def aws_region(env: Env | None = None, default: str = "us-east-1") -> str:
+    """$AWS_REGION (Lambda sets it), else $AWS_DEFAULT_REGION, else `default`."""
+    env = env or Env()
+    return env.text("AWS_REGION") or env.text("AWS_DEFAULT_REGION") or default
+
+
+def limits(env: Env | None = None) -> Limits:
+    """`Limits` with every VOICESTREAM_* limit variable applied; ConfigError for a bad one."""
+    env = env or Env()
+    values: dict[str, float] = {}
+    for spec in fields(Limits):
+        name = LIMIT_VARIABLES[spec.name]
+        value = env.integer(name) if spec.type in ("int", int) else env.number(name)
+        if value is not None:
+            values[spec.name] = value
+    try:
+        return Limits(**values)  # type: ignore[arg-type]  # each field got its declared type above
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """How the Kokoro server process is set up (request and session limits are `Limits`)."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    backend: Backend = "onnx"
+    model_dir: Path | None = None  # None: default_model_dir()
+    threads: int | None = None  # inference threads per synthesis; None: the engine's default
+    synth_workers: int = 2  # syntheses that run at once across all sessions
+    log_level: LogLevel = "INFO"
+
+    def __post_init__(self) -> None:
+        if self.synth_workers < 1:
+            raise ConfigError(f"synth_workers must be at least 1, got {self.synth_workers}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"threads must be at least 1, got {self.threads}")
+
+
+def server_settings(env: Env | None = None) -> ServerSettings:
+    env = env or Env()
+    backend = env.choice("VOICESTREAM_BACKEND", BACKENDS) or "onnx"
+    level = (env.text("VOICESTREAM_LOG_LEVEL") or "INFO").upper()
+    if level not in get_args(LogLevel):
+        raise ConfigError(f"VOICESTREAM_LOG_LEVEL={level!r} must be one of {', '.join(get_args(LogLevel))}")
+    workers = env.integer("VOICESTREAM_SYNTH_WORKERS", minimum=1)
+    return ServerSettings(
+        host=env.text("VOICESTREAM_HOST") or DEFAULT_HOST,
+        port=env.integer("VOICESTREAM_PORT", minimum=0) or DEFAULT_PORT,
+        backend=backend,  # type: ignore[arg-type]  # checked against BACKENDS by choice()
+        model_dir=env.path("VOICESTREAM_MODEL_DIR"),
+        threads=env.integer("VOICESTREAM_THREADS", minimum=1),
+        synth_workers=2 if workers is None else workers,
+        log_level=level,  # type: ignore[arg-type]  # checked above
+    )
+
+
+def child_environment(defaults: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment for a child process (sam), with `defaults` where unset."""
+    return {**defaults, **os.environ}
+
+
+def export(name: str, value: str) -> None:
+    """Set a variable that a library reads from the process environment (Hugging Face's offline
+    switch, X-Ray's trace id): the one place voicestream writes the environment."""
+    os.environ[name] = value

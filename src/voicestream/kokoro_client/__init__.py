@@ -1,0 +1,82 @@
+"""The bidi session client: `BidiSession` over `WebSocketTransport` or `SageMakerTransport`.
+
+    async with BidiSession.websocket("ws://127.0.0.1:8080") as session:
+        for sentence in sentences:
+            await session.send(sentence)          # returns at once: pipelined
+        async for event in session.events():      # typed events, in server order
+            ...
+
+`SageMakerTransport` needs the `aws` extra; it is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    ConnectionLostError,
+    ProtocolViolationError,
+    SessionClosedError,
+    SessionConnectError,
+    SessionError,
+    SessionTimeoutError,
+    StreamFailedError,
+)
+from .events import (
+    Audio,
+    Cancelled,
+    ErrorMessage,
+    Event,
+    Outcome,
+    Pong,
+    RequestCompleted,
+    RequestTimings,
+    SessionClosed,
+    SynthesisStart,
+)
+from .session import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
+from .transport import FrameMode, Payload, Transport
+from .websocket import WebSocketTransport, bidi_url
+
+if TYPE_CHECKING:
+    from .sagemaker import SageMakerTransport
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SageMakerTransport":
+        from .sagemaker import SageMakerTransport
+
+        return SageMakerTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "Audio",
+    "BidiSession",
+    "Cancelled",
+    "ConnectionLostError",
+    "ErrorMessage",
+    "Event",
+    "FrameMode",
+    "Outcome",
+    "Payload",
+    "Pong",
+    "ProtocolViolationError",
+    "RequestCompleted",
+    "RequestFailedError",
+    "RequestTimings",
+    "SageMakerTransport",
+    "SessionClosed",
+    "SessionClosedError",
+    "SessionConnectError",
+    "SessionError",
+    "SessionState",
+    "SessionTimeoutError",
+    "StreamFailedError",
+    "SynthesisResult",
+    "SynthesisStart",
+    "Transport",
+    "WebSocketTransport",
+    "bidi_url",
+    "encode_client_message",
+]

@@ -1,0 +1,514 @@
+"""BidiSession: one persistent, pipelined speech session over any `Transport`.
+
+`send()` returns as soon as the message is on the wire, so a voice agent sends each sentence
+the moment the chunker cuts it while earlier sentences are still being spoken; `events()`
+yields everything the server says, in order, as typed events. One reader task owns
+`transport.receive()` (a pending SageMaker receive must never be cancelled), and the consumer
+waits on what it reads; that is where the silence timeout lives, so a server that stops
+answering produces `SessionTimeoutError`, never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from types import TracebackType
+from typing import Any, Self
+
+from voicestream.wire.bidi import (
+    AudioFormat,
+    Cancel,
+    Cancelled,
+    ClientMessage,
+    Close,
+    Config,
+    Ping,
+    Pong,
+    SessionClosed,
+    SynthesisComplete,
+    SynthesisStart,
+    Synthesize,
+    parse_server_message,
+)
+from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, ProtocolError
+from voicestream.wire.framing import parse_control_frame
+
+from .errors import (
+    ConnectionLostError,
+    ProtocolViolationError,
+    SessionClosedError,
+    SessionConnectError,
+    SessionError,
+    SessionTimeoutError,
+)
+from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
+from .transport import FrameMode, Payload, Transport
+
+logger = logging.getLogger(__name__)
+
+_Item = tuple[float, Payload | SessionError | None]
+"""What the reader hands the consumer: when it arrived, and a message, a failure or the end (None)."""
+
+
+class SessionState(Enum):
+    NEW = "new"  # not connected yet
+    OPEN = "open"
+    CLOSING = "closing"  # close() is waiting for the server's acknowledgement
+    CLOSED = "closed"
+
+
+def encode_client_message(message: ClientMessage) -> str:
+    """The JSON text of a client message: `type` first, unset (None) fields omitted."""
+    body: dict[str, Any] = {"type": message.type}
+    for spec in fields(message):
+        value = getattr(message, spec.name)
+        if value is not None:
+            body[spec.name] = value
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+class RequestFailedError(CodedError):
+    """One request failed (the server answered `error` or cancelled it); the session lives on."""
+
+    def __init__(self, request_id: str, code: str, message: str) -> None:
+        super().__init__(f"request {request_id} failed [{code}]: {message}", code=code, request_id=request_id)
+        self.detail = message
+
+
+@dataclass
+class SynthesisResult:
+    """One request's audio, collected by `BidiSession.synthesize`."""
+
+    request_id: str
+    audio: bytes = field(repr=False)
+    format: str
+    sample_rate: int
+    timings: RequestTimings
+
+
+class BidiSession:
+    """An async context manager around one bidi session; see the module docstring."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        connect_timeout: float = 15.0,
+        silence_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+    ) -> None:
+        """`silence_timeout`: seconds without any frame, while a request, ping, cancel or close
+        is unanswered, before `events()` raises `SessionTimeoutError`. `close_timeout` bounds
+        how long `close()` waits for the server to acknowledge."""
+        for name, value in (
+            ("connect_timeout", connect_timeout),
+            ("silence_timeout", silence_timeout),
+            ("close_timeout", close_timeout),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self.transport = transport
+        self.connect_timeout = connect_timeout
+        self.silence_timeout = silence_timeout
+        self.close_timeout = close_timeout
+        self.timings: dict[str, RequestTimings] = {}
+        """Every request sent on this session, in send order, with its client-side timings."""
+        self.connect_s: float | None = None
+        """Seconds `connect()` took (TCP/TLS, handshake, and for SageMaker the HTTP/2 stream)."""
+        self._state = SessionState.NEW
+        self._reader: asyncio.Task[None] | None = None
+        self._inbox: deque[_Item] = deque()
+        self._signal = asyncio.Event()
+        self._send_lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[str, RequestTimings] = {}
+        self._pings = 0
+        self._cancels: deque[set[str]] = deque()
+        self._close_sent = False
+        self._server_closed = False
+        self._ended = False
+        self._failure: SessionError | None = None
+        self._current: RequestTimings | None = None
+        self._progress_at = time.perf_counter()
+
+    # --- construction helpers ---------------------------------------------------------------
+
+    @classmethod
+    def websocket(
+        cls,
+        url: str,
+        *,
+        frames: FrameMode = "binary",
+        connect_timeout: float = 15.0,
+        silence_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+    ) -> BidiSession:
+        """A session straight to a server (`ws://host:port` or the full route URL)."""
+        from .websocket import WebSocketTransport
+
+        return cls(
+            WebSocketTransport(url, frames=frames),
+            connect_timeout=connect_timeout,
+            silence_timeout=silence_timeout,
+            close_timeout=close_timeout,
+        )
+
+    @classmethod
+    def sagemaker(
+        cls,
+        endpoint_name: str,
+        region: str,
+        *,
+        frames: FrameMode = "binary",
+        connect_timeout: float = 15.0,
+        silence_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+        **transport_options: Any,
+    ) -> BidiSession:
+        """A session through a SageMaker endpoint; options go to `SageMakerTransport`."""
+        from .sagemaker import SageMakerTransport  # the AWS SDK is an optional extra
+
+        return cls(
+            SageMakerTransport(endpoint_name, region, frames=frames, **transport_options),
+            connect_timeout=connect_timeout,
+            silence_timeout=silence_timeout,
+            close_timeout=close_timeout,
+        )
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the transport within `connect_timeout`; raises `SessionConnectError`."""
+        if self._state is not SessionState.NEW:
+            raise SessionClosedError("connect() may be called once per session")
+        self._state = SessionState.OPEN
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await self.transport.connect()
+        except TimeoutError as exc:
+            await self._abort()
+            raise SessionConnectError(
+                f"could not open {self.transport.description} within {self.connect_timeout} s"
+            ) from exc
+        except BaseException:
+            await self._abort()
+            raise
+        self.connect_s = time.perf_counter() - started
+        self._progress_at = time.perf_counter()
+        self._reader = asyncio.create_task(self._read_loop(), name="bidi-session-reader")
+
+    async def close(self) -> None:
+        """Finish politely (close → session_closed → end of stream), then release everything.
+
+        Requests still in flight are abandoned. Idempotent; bounded by `close_timeout`.
+        """
+        if self._state in (SessionState.CLOSING, SessionState.CLOSED):
+            return
+        if self._state is SessionState.NEW:
+            self._state = SessionState.CLOSED
+            return
+        self._state = SessionState.CLOSING
+        reader = self._reader
+        if self._failure is None and not self._ended and reader is not None and not reader.done():
+            with contextlib.suppress(SessionError):
+                self._close_sent = True
+                await self._send_message(Close())
+                # The server answers session_closed and ends the stream; the reader sees it.
+                await asyncio.wait({reader}, timeout=self.close_timeout)
+        await self._abort()
+
+    async def _abort(self) -> None:
+        """Close the transport and stop the reader, waiting for it at most `close_timeout`."""
+        self._state = SessionState.CLOSED
+        with contextlib.suppress(SessionError, OSError):
+            await asyncio.wait_for(self.transport.close(), self.close_timeout)
+        reader = self._reader
+        if reader is not None and not reader.done():
+            await asyncio.wait({reader}, timeout=self.close_timeout)
+            if not reader.done():
+                # The transport is gone; a stuck receive can no longer corrupt anything.
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+        self._signal.set()
+
+    # --- sending ----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        text: str,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        format: AudioFormat | None = None,
+        request_id: str | None = None,
+    ) -> str:
+        """Queue `text` for synthesis and return its request id at once (pipelined)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text must be a non-empty string")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"text is not valid Unicode: {exc.reason}") from exc
+        self._ensure_open()
+        rid = request_id if request_id is not None else self._new_request_id()
+        if rid in self.timings:
+            raise ValueError(f"request_id {rid!r} was already used in this session")
+        timing = RequestTimings(request_id=rid, text=text, sent_at=time.perf_counter())
+        self._expect()
+        self.timings[rid] = timing
+        self._pending[rid] = timing
+        message = Synthesize(text=text, request_id=rid, voice=voice, speed=speed, format=format)
+        await self._send_message(message)
+        return rid
+
+    async def configure(
+        self, *, voice: str | None = None, speed: float | None = None, format: AudioFormat | None = None
+    ) -> None:
+        """Set defaults for the rest of the session (unset fields keep their value)."""
+        self._ensure_open()
+        await self._send_message(Config(voice=voice, speed=speed, format=format))
+
+    async def cancel(self) -> None:
+        """Barge-in: drop queued requests and stop the one in progress (answered `Cancelled`)."""
+        self._ensure_open()
+        self._expect()
+        self._cancels.append(set(self._pending))
+        await self._send_message(Cancel())
+
+    async def ping(self) -> None:
+        """Application-level keepalive; answered by a `Pong` event."""
+        self._ensure_open()
+        self._expect()
+        self._pings += 1
+        await self._send_message(Ping())
+
+    def _new_request_id(self) -> str:
+        while (rid := f"req-{next(self._ids)}") in self.timings:
+            pass
+        return rid
+
+    def _ensure_open(self) -> None:
+        if self._failure is not None:
+            raise SessionClosedError(f"the session failed earlier: {self._failure}") from self._failure
+        if self._state is not SessionState.OPEN or self._ended:
+            raise SessionClosedError(f"the session is {'ended' if self._ended else self._state.value}")
+
+    def _expect(self) -> None:
+        """Something new awaits an answer: the silence clock starts now if it was idle."""
+        if not self._expecting():
+            self._progress_at = time.perf_counter()
+        self._signal.set()
+
+    def _expecting(self) -> bool:
+        return bool(self._pending) or self._pings > 0 or bool(self._cancels) or self._close_sent
+
+    async def _send_message(self, message: ClientMessage) -> None:
+        # One sender at a time: SageMaker's event signatures form a chain that must reach the
+        # wire in the order it was computed.
+        async with self._send_lock:
+            try:
+                await self.transport.send(encode_client_message(message))
+            except SessionError as exc:
+                self._failure = self._failure or exc
+                raise
+
+    # --- receiving --------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                payload = await self.transport.receive()
+                self._inbox.append((time.perf_counter(), payload))
+                self._signal.set()
+                if payload is None:
+                    return
+        except SessionError as exc:
+            self._inbox.append((time.perf_counter(), exc))
+        except Exception as exc:  # a transport bug must reach the consumer, not hang it
+            logger.exception("bidi transport failed")
+            self._inbox.append((time.perf_counter(), ConnectionLostError(f"{self.transport.description}: {exc!r}")))
+        self._signal.set()
+
+    async def _next_item(self) -> _Item:
+        while True:
+            if self._inbox:
+                return self._inbox.popleft()
+            if self._reader is None or (self._state is SessionState.CLOSED and self._reader.done()):
+                raise SessionClosedError("the session is closed")
+            timeout: float | None = None
+            if self._expecting():
+                timeout = self._progress_at + self.silence_timeout - time.perf_counter()
+                if timeout <= 0:
+                    raise SessionTimeoutError(
+                        f"no frame from {self.transport.description} for {self.silence_timeout} s "
+                        f"with {len(self._pending)} request(s) outstanding"
+                    )
+            self._signal.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._signal.wait()
+
+    async def events(self) -> AsyncGenerator[Event]:
+        """Everything the server says, in order, until the session ends.
+
+        Ends after the server closed the session on request (`close()` or a `SessionClosed`).
+        Raises a `SessionError` when the stream fails, the server goes silent while answers are
+        due, or it breaks the wire contract. Use one consumer at a time.
+        """
+        if self._failure is not None:
+            raise self._failure
+        while True:
+            try:
+                received_at, payload = await self._next_item()
+            except SessionTimeoutError as exc:
+                self._failure = exc
+                raise
+            if isinstance(payload, SessionError):
+                self._failure = payload
+                raise payload
+            if payload is None:
+                self._ended = True
+                if self._close_sent or self._server_closed or self._state is not SessionState.OPEN:
+                    return
+                self._failure = ConnectionLostError(
+                    f"{self.transport.description} ended the stream with {len(self._pending)} request(s) outstanding"
+                )
+                raise self._failure
+            self._progress_at = max(self._progress_at, received_at)
+            try:
+                event = self._interpret(payload, received_at)
+            except ProtocolViolationError as exc:
+                self._failure = exc
+                raise
+            if event is not None:
+                yield event
+
+    def _interpret(self, payload: Payload, at: float) -> Event | None:
+        body = parse_control_frame(payload)
+        if body is None:
+            if isinstance(payload, str):
+                raise ProtocolViolationError(f"text frame is not a JSON object: {payload[:120]!r}")
+            return self._on_audio(payload, at)
+        try:
+            message = parse_server_message(payload)
+        except ProtocolError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TYPE:
+                logger.warning("ignoring server message of unknown type: %.200s", payload)
+                return None
+            raise ProtocolViolationError(f"malformed control frame: {exc.message}") from exc
+        if isinstance(message, SynthesisStart):
+            timing = self._known(message.request_id, "synthesis_start")
+            timing.started_at = at
+            self._current = timing
+            return message
+        if isinstance(message, SynthesisComplete):
+            timing = self._known(message.request_id, "synthesis_complete")
+            self._finish(timing, at, "complete")
+            timing.server_audio_ms = message.audio_ms
+            timing.server_first_audio_ms = message.first_audio_ms
+            timing.server_synth_ms = message.synth_ms
+            return RequestCompleted(
+                request_id=message.request_id,
+                audio_bytes=message.audio_bytes,
+                audio_ms=message.audio_ms,
+                first_audio_ms=message.first_audio_ms,
+                synth_ms=message.synth_ms,
+                timings=timing,
+            )
+        if isinstance(message, ErrorMessage):
+            if message.request_id is not None and message.request_id in self._pending:
+                self._finish(self._pending[message.request_id], at, "error")
+            return message
+        if isinstance(message, Cancelled):
+            dropped = set(message.request_ids) | (self._cancels.popleft() if self._cancels else set())
+            for rid in dropped:
+                if rid in self._pending:
+                    self._finish(self._pending[rid], at, "cancelled")
+            return message
+        if isinstance(message, Pong):
+            self._pings = max(0, self._pings - 1)
+            return message
+        if isinstance(message, SessionClosed):
+            self._server_closed = True
+            return message
+        raise AssertionError(f"unhandled server message {message!r}")  # pragma: no cover
+
+    def _on_audio(self, payload: bytes, at: float) -> Audio:
+        timing = self._current
+        if timing is None:
+            raise ProtocolViolationError(f"audio frame ({len(payload)} bytes) before any synthesis_start")
+        if timing.first_audio_at is None:
+            timing.first_audio_at = at
+        timing.audio_bytes += len(payload)
+        timing.audio_frames += 1
+        return Audio(request_id=timing.request_id, data=payload)
+
+    def _known(self, request_id: str, what: str) -> RequestTimings:
+        timing = self.timings.get(request_id)
+        if timing is None:
+            raise ProtocolViolationError(f"{what} for request {request_id!r}, which this session never sent")
+        return timing
+
+    def _finish(self, timing: RequestTimings, at: float, outcome: Outcome) -> None:
+        self._pending.pop(timing.request_id, None)
+        if timing.completed_at is None:
+            timing.completed_at = at
+            timing.outcome = outcome
+
+    # --- stop-and-wait convenience ----------------------------------------------------------
+
+    async def synthesize(
+        self,
+        text: str,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        format: AudioFormat | None = None,
+    ) -> SynthesisResult:
+        """Send one text and collect its audio (stop-and-wait). Events of other requests are
+        dropped, so do not mix this with another consumer of `events()`. Raises
+        `RequestFailedError` when the server rejects or cancels the request."""
+        rid = await self.send(text, voice=voice, speed=speed, format=format)
+        chunks: list[bytes] = []
+        start: SynthesisStart | None = None
+        async with contextlib.aclosing(self.events()) as events:
+            async for event in events:
+                if isinstance(event, SynthesisStart) and event.request_id == rid:
+                    start = event
+                elif isinstance(event, Audio) and event.request_id == rid:
+                    chunks.append(event.data)
+                elif isinstance(event, RequestCompleted) and event.request_id == rid:
+                    return SynthesisResult(
+                        request_id=rid,
+                        audio=b"".join(chunks),
+                        format=start.format if start else (format or "pcm"),
+                        sample_rate=start.sample_rate if start else 0,
+                        timings=event.timings,
+                    )
+                elif isinstance(event, ErrorMessage) and event.request_id == rid:
+                    raise RequestFailedError(rid, event.code, event.message)
+                elif isinstance(event, Cancelled) and self.timings[rid].outcome == "cancelled":
+                    raise RequestFailedError(rid, "cancelled", "the request was cancelled")
+        raise ConnectionLostError(f"the session ended before request {rid} completed")

@@ -1,0 +1,96 @@
+"""The inference server's Starlette app: the routes SageMaker (and everyone else) calls.
+
+- GET|POST /ping: 200 once the engine is loaded and warmed up, 503 before (or if loading failed)
+- POST /invocations: one text in, streamed audio out (invocations.py)
+- WS /invocations-bidirectional-stream: the persistent session (session.py)
+
+The handlers only translate; behaviour lives in the runtime, the session and the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from voicestream import env
+from voicestream.engine.base import SpeechEngine
+from voicestream.kokoro_server.invocations import invocations
+from voicestream.kokoro_server.logs import log_event
+from voicestream.kokoro_server.runtime import WARM_UP_TEXT, ServerRuntime
+from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
+from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
+from voicestream.wire.errors import ErrorCode, ErrorMessage
+
+
+async def ping(request: Request) -> JSONResponse:
+    runtime: ServerRuntime = request.app.state.runtime
+    if runtime.ready:
+        return JSONResponse({"status": "ready", "engine": runtime.engine.name})
+    body = {"status": runtime.readiness.value, "error": runtime.error}
+    return JSONResponse(body, status_code=503)
+
+
+async def bidirectional_stream(websocket: WebSocket) -> None:
+    runtime: ServerRuntime = websocket.app.state.runtime
+    await websocket.accept()
+    if not runtime.ready:
+        await _refuse(websocket, ErrorCode.NOT_READY, f"the model is {runtime.readiness.value}")
+        return
+    if not runtime.try_open_session():
+        log_event("session_refused", active=runtime.stats.sessions_active)
+        await _refuse(
+            websocket, ErrorCode.SERVER_BUSY, f"{runtime.limits.max_sessions} sessions are open: try again later"
+        )
+        return
+    try:
+        await ServerSession(runtime, websocket).run()
+    finally:
+        runtime.close_session()
+
+
+async def _refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
+    """Tell the client why, then close with 1013 (try again later)."""
+    with contextlib.suppress(*DISCONNECT_ERRORS):
+        await websocket.send_text(encode_server_message(ErrorMessage(code=code, message=message)))
+        await websocket.send_text(encode_server_message(SessionClosed(reason=code)))
+        await websocket.close(CLOSE_TRY_AGAIN_LATER, code.value)
+
+
+def create_app(
+    engine: SpeechEngine | Callable[[], SpeechEngine],
+    limits: Limits | None = None,
+    synth_workers: int = 2,
+    warm_up_text: str = WARM_UP_TEXT,
+) -> Starlette:
+    """The server app. `engine` may be an engine or a factory; either way it is loaded and
+    warmed up in the background after startup, while /ping answers 503."""
+    runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loading = asyncio.create_task(runtime.start(), name="voicestream-engine-load")
+        try:
+            yield
+        finally:
+            loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loading
+            runtime.close()
+
+    app = Starlette(
+        routes=[
+            Route(PING_PATH, ping, methods=["GET", "POST"]),
+            Route(INVOCATIONS_PATH, invocations, methods=["POST"]),
+            WebSocketRoute(BIDI_PATH, bidirectional_stream),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    return app

@@ -1,0 +1,157 @@
+"""POST /invocations: one text in, its audio streamed out as each sentence is synthesized.
+
+Two transports:
+- binary: the encoded audio bytes themselves (pcm, streaming wav or mp3), chunked. A failure
+  after the first byte cannot change the status any more, so the response is aborted: the
+  connection closes without the final empty chunk and every HTTP client reports an incomplete
+  body instead of a short file that looks complete.
+- sse: `audio_stream_start`, `audio_chunk` (base64), `audio_stream_end` with timings, or an
+  `error` event.
+
+A client that disconnects stops the synthesis after the engine step in flight.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+
+from voicestream.asgi import StreamingBody, error_response, read_body
+from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.encoders import CONTENT_TYPES
+from voicestream.kokoro_server.logs import log_event, request_id_var
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_invocation_request
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.framing import encode_sse
+
+SSE_CONTENT_TYPE = "text/event-stream"
+
+
+async def invocations(request: Request) -> Any:
+    runtime: ServerRuntime = request.app.state.runtime
+    request_id = uuid.uuid4().hex[:16]
+    request_id_var.set(request_id)
+    received_at = time.perf_counter()
+    if not runtime.ready:
+        return error_response(
+            CodedError(f"the model is {runtime.readiness.value}", code=ErrorCode.NOT_READY, status=503)
+        )
+    try:
+        body = await read_body(request, runtime.limits.max_message_bytes)
+        invocation = parse_invocation_request(body, runtime.limits)
+        voice = invocation.voice or DEFAULT_VOICE
+        runtime.engine.validate_voice(voice)
+    except (ProtocolError, InvalidRequestError) as error:
+        error.request_id = request_id
+        log_event("bad_invocation", logging.WARNING, code=error.code)
+        return error_response(error)
+    speech = SpeechRequest(
+        request_id=request_id,
+        text=invocation.text,
+        voice=voice,
+        speed=invocation.speed if invocation.speed is not None else 1.0,
+        format=invocation.format,
+        received_at=received_at,
+    )
+    log_event("invocation", transport=invocation.transport, chars=len(speech.text), format=speech.format)
+    stream = AudioStream(runtime, speech)
+    frames = stream.frames()
+    # The first frame is synthesized before the status goes out: an error up to there (say an
+    # unsupported language) is still an honest 4xx/5xx, and it costs no latency.
+    try:
+        first: bytes | None = await anext(frames)
+    except StopAsyncIteration:
+        first = None
+    except InvalidRequestError as error:
+        error.request_id = request_id
+        log_event("invocation_refused", logging.WARNING, code=error.code)
+        return error_response(error)
+    except Exception as error:
+        log_event("invocation_failed", logging.ERROR, exc_info=True, error=repr(error))
+        failed = CodedError(f"synthesis failed: {error}", code=ErrorCode.SYNTHESIS_FAILED, request_id=request_id)
+        return error_response(failed)
+    first_audio_at = time.perf_counter() if first is not None else None
+    audio = _prepend(first, frames)
+    headers = {
+        "x-request-id": request_id,
+        "x-audio-format": speech.format,
+        "x-sample-rate": str(SAMPLE_RATE),
+        "cache-control": "no-cache",
+    }
+    if invocation.transport == "sse":
+        chunks, media_type = _sse_events(stream, audio, first_audio_at), SSE_CONTENT_TYPE
+    else:
+        chunks, media_type = _binary_body(stream, audio, first_audio_at), CONTENT_TYPES[speech.format]
+    return StreamingBody(chunks, media_type, headers, on_disconnect=_disconnected, on_failure=_aborted)
+
+
+def _disconnected() -> None:
+    log_event("invocation_disconnected", logging.WARNING)
+
+
+def _aborted(error: Exception) -> None:
+    log_event("invocation_aborted", logging.ERROR, exc_info=True, error=repr(error))
+
+
+async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first is not None:
+        yield first
+    async for frame in rest:
+        yield frame
+
+
+def _timings(stream: AudioStream, first_audio_at: float | None) -> dict[str, Any]:
+    received_at = stream.request.received_at
+    return {
+        "request_id": stream.request.request_id,
+        "audio_bytes": stream.stats.audio_bytes,
+        "audio_ms": stream.stats.audio_ms,
+        "first_audio_ms": None if first_audio_at is None else round((first_audio_at - received_at) * 1000, 1),
+        "synth_ms": round(stream.stats.synth_s * 1000, 1),
+        "total_ms": round((time.perf_counter() - received_at) * 1000, 1),
+    }
+
+
+async def _binary_body(
+    stream: AudioStream, frames: AsyncIterator[bytes], first_audio_at: float | None
+) -> AsyncIterator[bytes]:
+    async for frame in frames:
+        yield frame
+    log_event("invocation_done", **_timings(stream, first_audio_at))
+
+
+async def _sse_events(
+    stream: AudioStream, frames: AsyncIterator[bytes], first_audio_at: float | None
+) -> AsyncIterator[bytes]:
+    request = stream.request
+    yield encode_sse(
+        "audio_stream_start",
+        {
+            "request_id": request.request_id,
+            "format": request.format,
+            "sample_rate": SAMPLE_RATE,
+            "voice": request.voice,
+        },
+    )
+    sequence = 0
+    try:
+        async for frame in frames:
+            data = base64.b64encode(frame).decode("ascii")
+            yield encode_sse("audio_chunk", {"request_id": request.request_id, "seq": sequence, "data": data})
+            sequence += 1
+    except Exception as error:
+        code = error.code if isinstance(error, InvalidRequestError) else ErrorCode.SYNTHESIS_FAILED
+        log_event("invocation_failed", logging.ERROR, exc_info=True, code=code)
+        yield encode_sse("error", {"code": code, "message": str(error), "request_id": request.request_id})
+        return
+    timings = _timings(stream, first_audio_at)
+    log_event("invocation_done", **timings)
+    yield encode_sse("audio_stream_end", timings)

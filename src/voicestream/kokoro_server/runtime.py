@@ -1,0 +1,134 @@
+"""What every connection of one server shares: the engine, its readiness, the synthesis
+workers and the session count.
+
+The engine loads and warms up in a background thread while the server already answers
+/ping with 503; synthesis steps run in a bounded pool of worker threads, never on the event
+loop, so one slow synthesis cannot stall other sessions' sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ParamSpec, TypeVar
+
+from voicestream.engine.base import SpeechEngine
+from voicestream.kokoro_server.logs import log_event
+from voicestream.wire.bidi import Limits
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+WARM_UP_TEXT = "Ready."
+
+
+class Readiness(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(slots=True)
+class RuntimeStats:
+    """Counters for health checks and tests (read from any thread; written on the loop)."""
+
+    sessions_active: int = 0
+    sessions_opened: int = 0
+    sessions_refused: int = 0
+    steps_running: int = 0  # synthesis steps executing in worker threads right now
+    sentences_started: int = 0
+
+
+class ServerRuntime:
+    """The engine (or a factory that loads it), the synthesis workers and the session count."""
+
+    def __init__(
+        self,
+        engine: SpeechEngine | Callable[[], SpeechEngine],
+        limits: Limits,
+        synth_workers: int = 2,
+        warm_up_text: str = WARM_UP_TEXT,
+    ) -> None:
+        self.limits = limits
+        # Each request is split into sentences, synthesized in turn (first audio after the first
+        # sentence). False: one synthesis per request, as the anchor's server does (benchmarks).
+        self.split_requests = True
+        self.stats = RuntimeStats()
+        self.readiness = Readiness.LOADING
+        self.error: str | None = None
+        self._engine_source = engine
+        self._engine: SpeechEngine | None = None
+        self._warm_up_text = warm_up_text
+        self._executor = ThreadPoolExecutor(max_workers=synth_workers, thread_name_prefix="voicestream-synth")
+        self._steps_lock = threading.Lock()
+
+    @property
+    def ready(self) -> bool:
+        return self.readiness is Readiness.READY
+
+    @property
+    def engine(self) -> SpeechEngine:
+        if self._engine is None or not self.ready:
+            raise RuntimeError("the engine is not ready")
+        return self._engine
+
+    async def start(self) -> None:
+        """Load the engine and run one warm-up synthesis; readiness tells how it went."""
+        started = time.perf_counter()
+        try:
+            self._engine = await asyncio.to_thread(self._load_and_warm_up)
+        except Exception as exc:
+            self.readiness = Readiness.FAILED
+            self.error = f"{type(exc).__name__}: {exc}"
+            log_event("engine_failed", logging.ERROR, exc_info=True, error=self.error)
+            return
+        self.readiness = Readiness.READY
+        log_event(
+            "engine_ready",
+            engine=self._engine.name,
+            load_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    def _load_and_warm_up(self) -> SpeechEngine:
+        source = self._engine_source
+        engine = source if isinstance(source, SpeechEngine) else source()
+        engine.load()
+        # The first inference allocates onnxruntime/torch buffers: pay that before /ping says 200.
+        for _chunk in engine.synthesize(self._warm_up_text):
+            pass
+        return engine
+
+    def close(self) -> None:
+        # Steps already running finish on their own (one engine chunk); queued ones are dropped.
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def try_open_session(self) -> bool:
+        if self.stats.sessions_active >= self.limits.max_sessions:
+            self.stats.sessions_refused += 1
+            return False
+        self.stats.sessions_active += 1
+        self.stats.sessions_opened += 1
+        return True
+
+    def close_session(self) -> None:
+        self.stats.sessions_active -= 1
+
+    async def in_worker(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run one CPU-bound step in a synthesis worker thread and await its result."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: self._counted(function, *args, **kwargs))
+
+    def _counted(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        with self._steps_lock:
+            self.stats.steps_running += 1
+        try:
+            return function(*args, **kwargs)
+        finally:
+            with self._steps_lock:
+                self.stats.steps_running -= 1

@@ -1,0 +1,423 @@
+"""One bidirectional session (docs/protocol.md): receive loop, request queue, synthesis pipeline.
+
+Three tasks per session:
+- the receive loop (the caller's task) parses every frame, text or binary, answers control
+  messages and queues `synthesize` requests; it also enforces the idle and session limits;
+- the synthesis task takes queued requests in order and streams each one's frames into a
+  bounded buffer; it moves on to request N+1 as soon as N is synthesized, while N's audio is
+  still being sent (pipelining). The outbox holds one request ahead, so at most two requests'
+  audio is buffered and memory stays bounded however slow the client is;
+- the send task sends one request at a time: synthesis_start, its audio frames, then
+  synthesis_complete (or error), so audio of different requests never interleaves.
+
+`cancel` tears the synthesis and send tasks down and starts fresh ones; a disconnect or the
+end of the session cancels them, which abandons the engine step in flight (at most one chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Coroutine, MutableMapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, Protocol
+
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+from voicestream.engine.base import InvalidRequestError
+from voicestream.kokoro_server.logs import log_event, request_id_var, session_id_var
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
+from voicestream.wire.bidi import (
+    DEFAULT_VOICE,
+    SAMPLE_RATE,
+    AudioFormat,
+    Cancel,
+    Cancelled,
+    Close,
+    Config,
+    Ping,
+    Pong,
+    ServerMessage,
+    SessionClosed,
+    SynthesisComplete,
+    SynthesisStart,
+    Synthesize,
+    encode_server_message,
+    parse_client_message,
+)
+from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
+from voicestream.wire.framing import make_audio_frames_safe
+
+Message = MutableMapping[str, Any]
+# What sending to or receiving from a peer that has gone raises (uvicorn's is an OSError).
+DISCONNECT_ERRORS: Final = (WebSocketDisconnect, WebSocketDisconnected, OSError)
+
+# WebSocket close codes (RFC 6455): normal end, a limit was hit, server busy, server fault.
+CLOSE_NORMAL: Final = 1000
+CLOSE_POLICY: Final = 1008
+CLOSE_TRY_AGAIN_LATER: Final = 1013
+CLOSE_INTERNAL_ERROR: Final = 1011
+
+
+class Channel(Protocol):
+    """The WebSocket as a session sees it (Starlette's WebSocket fits)."""
+
+    async def receive(self) -> Message: ...
+
+    async def send_text(self, data: str) -> None: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None: ...
+
+
+@dataclass(slots=True)
+class SessionDefaults:
+    voice: str = DEFAULT_VOICE
+    speed: float = 1.0
+    format: AudioFormat = "pcm"
+
+
+class EndReason(StrEnum):
+    """Why a session ended: sent as `session_closed.reason` and logged."""
+
+    CLOSE = "close"  # the client asked (close code 1000)
+    DISCONNECT = "disconnect"  # the client went away: nothing can be sent
+    IDLE_TIMEOUT = ErrorCode.IDLE_TIMEOUT.value  # a limit (close code 1008)
+    SESSION_TIMEOUT = ErrorCode.SESSION_TIMEOUT.value
+    INTERNAL_ERROR = ErrorCode.INTERNAL_ERROR.value  # a bug (close code 1011)
+
+
+class RequestAudio:
+    """One request's frames on their way from the synthesis task to the send task."""
+
+    def __init__(self, stream: AudioStream, max_frames: int) -> None:
+        self.stream = stream
+        self.request = stream.request
+        self.frames: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=max_frames)  # None: the end
+        self.error: ErrorMessage | None = None
+
+
+class ServerSession:
+    """The server side of one bidi session; `run()` serves it until it ends."""
+
+    def __init__(self, runtime: ServerRuntime, channel: Channel, session_id: str | None = None) -> None:
+        self.runtime = runtime
+        self.limits = runtime.limits
+        self.channel = channel
+        self.session_id = session_id or uuid.uuid4().hex[:12]
+        self.defaults = SessionDefaults()
+        self._pending: dict[str, SpeechRequest] = {}  # accepted and not finished, in order
+        self._sequence = 0
+        self._send_lock = asyncio.Lock()
+        self._wake = asyncio.Event()  # pipeline drained (while closing) or failed
+        self._failure: BaseException | None = None
+        self._closing = False
+        self._opened_at = time.perf_counter()
+        self._last_input_at = self._opened_at
+        self._tasks: list[asyncio.Task[None]] = []
+        self._requests: asyncio.Queue[SpeechRequest] = asyncio.Queue()
+        self._outbox: asyncio.Queue[RequestAudio] = asyncio.Queue(maxsize=1)
+        frames_per_request = int(self.limits.max_buffered_audio_s * 1000 / self.limits.frame_ms)
+        self._max_frames = max(1, frames_per_request)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def run(self) -> EndReason:
+        """Serve the session until close, disconnect or a limit; returns why it ended."""
+        session_id_var.set(self.session_id)
+        log_event("session_open")
+        self._start_pipeline()
+        reason = EndReason.INTERNAL_ERROR
+        try:
+            reason = await self._receive_loop()
+        except DISCONNECT_ERRORS:
+            reason = EndReason.DISCONNECT
+        except Exception as error:  # a bug: end this session cleanly, keep the server serving
+            log_event("session_failed", logging.ERROR, exc_info=True, error=repr(error))
+            reason = EndReason.INTERNAL_ERROR
+        finally:
+            await self._stop_pipeline()
+            log_event(
+                "session_end",
+                reason=reason,
+                duration_ms=_ms(time.perf_counter() - self._opened_at),
+                unfinished=len(self._pending),
+            )
+        if reason is not EndReason.DISCONNECT:
+            with contextlib.suppress(*DISCONNECT_ERRORS):
+                await self._finish(reason)
+        return reason
+
+    async def _finish(self, reason: EndReason) -> None:
+        if reason is EndReason.CLOSE:
+            code = CLOSE_NORMAL
+        elif reason is EndReason.INTERNAL_ERROR:
+            await self._send_control(ErrorMessage(ErrorCode.INTERNAL_ERROR, "the session failed; see logs"))
+            code = CLOSE_INTERNAL_ERROR
+        else:
+            code = CLOSE_POLICY
+        await self._send_control(SessionClosed(reason=reason))
+        await self.channel.close(code, reason)
+
+    def _start_pipeline(self) -> None:
+        self._requests = asyncio.Queue()
+        self._outbox = asyncio.Queue(maxsize=1)
+        self._tasks = [
+            self._spawn(self._synthesis_loop(), "synthesis"),
+            self._spawn(self._send_loop(), "send"),
+        ]
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(work, name=f"voicestream-{name}-{self.session_id}")
+        task.add_done_callback(self._on_task_done)
+        return task
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None and self._failure is None:
+            self._failure = error
+            self._wake.set()
+
+    async def _stop_pipeline(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def _receive_loop(self) -> EndReason:
+        while True:
+            message = await self._next_message()
+            if self._failure is not None:
+                if _is_disconnect_error(self._failure):
+                    return EndReason.DISCONNECT
+                log_event("session_failed", logging.ERROR, error=repr(self._failure))
+                return EndReason.INTERNAL_ERROR
+            if message is None:
+                expired = self._expired_limit()
+                if expired is not None:
+                    await self._send_control(ErrorMessage(expired, _LIMIT_MESSAGES[expired]))
+                    return EndReason(expired)
+                if self._closing and not self._pending:
+                    return EndReason.CLOSE
+                continue
+            if message["type"] == "websocket.disconnect":
+                return EndReason.DISCONNECT
+            if message["type"] != "websocket.receive":
+                continue
+            self._last_input_at = time.perf_counter()
+            payload = message.get("bytes")
+            if payload is None:
+                payload = message.get("text", "")
+            await self._handle(payload)
+            if self._closing and not self._pending:
+                return EndReason.CLOSE
+
+    async def _next_message(self) -> Message | None:
+        """The next ASGI message, or None when a deadline passed or the pipeline woke us."""
+        self._wake.clear()
+        if self._failure is not None or (self._closing and not self._pending):
+            return None
+        timeout = max(0.0, self._next_deadline() - time.perf_counter())
+        receive = asyncio.ensure_future(self.channel.receive())
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            done, _ = await asyncio.wait({receive, woken}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (receive, woken):
+                waiter.cancel()
+            await asyncio.gather(receive, woken, return_exceptions=True)
+        if receive in done and not receive.cancelled():
+            return receive.result()
+        return None
+
+    def _next_deadline(self) -> float:
+        session_end = self._opened_at + self.limits.max_session_s
+        if self._pending:  # work in progress is not idleness
+            return min(session_end, time.perf_counter() + self.limits.idle_timeout_s)
+        return min(session_end, self._last_input_at + self.limits.idle_timeout_s)
+
+    def _expired_limit(self) -> ErrorCode | None:
+        now = time.perf_counter()
+        if now >= self._opened_at + self.limits.max_session_s:
+            return ErrorCode.SESSION_TIMEOUT
+        if self._pending:
+            self._last_input_at = max(self._last_input_at, now)  # idle time restarts after the work
+            return None
+        if now >= self._last_input_at + self.limits.idle_timeout_s:
+            return ErrorCode.IDLE_TIMEOUT
+        return None
+
+    async def _handle(self, payload: bytes | str) -> None:
+        try:
+            message = parse_client_message(payload, self.limits, voices=self.runtime.engine.voices())
+            if self._closing and not isinstance(message, Cancel):
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, "the session is closing: only cancel is accepted")
+            if isinstance(message, Synthesize):
+                self._accept(message)
+            elif isinstance(message, Config):
+                self._configure(message)
+            elif isinstance(message, Cancel):
+                await self._cancel()
+            elif isinstance(message, Ping):
+                await self._send_control(Pong())
+            elif isinstance(message, Close):
+                self._closing = True
+                log_event("close_requested", unfinished=len(self._pending))
+        except ProtocolError as error:
+            log_event("bad_input", logging.WARNING, request_id=error.request_id, code=error.code)
+            await self._send_control(error.to_message())
+
+    def _accept(self, message: Synthesize) -> None:
+        request_id = message.request_id or self._next_request_id()
+        if request_id in self._pending:
+            # No request_id on this error: it would read as the end of the request in progress.
+            raise ProtocolError(ErrorCode.DUPLICATE_REQUEST_ID, f"request {request_id!r} is still in progress")
+        if len(self._pending) >= self.limits.max_queued:
+            raise ProtocolError(
+                ErrorCode.QUEUE_FULL,
+                f"{len(self._pending)} requests are unfinished; the limit is {self.limits.max_queued}",
+                request_id,
+            )
+        voice = message.voice or self.defaults.voice
+        self._check_voice(voice, request_id)
+        request = SpeechRequest(
+            request_id=request_id,
+            text=message.text,
+            voice=voice,
+            speed=message.speed if message.speed is not None else self.defaults.speed,
+            format=message.format or self.defaults.format,
+            received_at=time.perf_counter(),
+        )
+        self._pending[request_id] = request
+        self._requests.put_nowait(request)
+        log_event(
+            "request_queued",
+            request_id=request_id,
+            chars=len(request.text),
+            voice=request.voice,
+            format=request.format,
+            queued=len(self._pending),
+        )
+
+    def _configure(self, message: Config) -> None:
+        if message.voice is not None:
+            self._check_voice(message.voice, None)
+            self.defaults.voice = message.voice
+        if message.speed is not None:
+            self.defaults.speed = message.speed
+        if message.format is not None:
+            self.defaults.format = message.format
+        log_event("config", voice=self.defaults.voice, speed=self.defaults.speed, format=self.defaults.format)
+
+    def _check_voice(self, voice: str, request_id: str | None) -> None:
+        try:
+            self.runtime.engine.validate_voice(voice)
+        except InvalidRequestError as error:
+            raise ProtocolError(error.code, str(error), request_id) from None
+
+    def _next_request_id(self) -> str:
+        self._sequence += 1
+        return f"{self.session_id}-{self._sequence}"
+
+    async def _cancel(self) -> None:
+        await self._stop_pipeline()
+        cancelled = tuple(self._pending)
+        self._pending.clear()
+        self._start_pipeline()
+        log_event("cancelled", request_ids=list(cancelled))
+        await self._send_control(Cancelled(request_ids=cancelled))
+
+    # --- synthesizing and sending ----------------------------------------------------------
+
+    async def _synthesis_loop(self) -> None:
+        while True:
+            request = await self._requests.get()
+            request_id_var.set(request.request_id)
+            audio = RequestAudio(AudioStream(self.runtime, request), self._max_frames)
+            await self._outbox.put(audio)
+            try:
+                async for frame in audio.stream.frames():
+                    await audio.frames.put(frame)
+            except InvalidRequestError as error:
+                audio.error = ErrorMessage(error.code, str(error), request.request_id)
+            except Exception as error:
+                log_event("synthesis_failed", logging.ERROR, exc_info=True, error=repr(error))
+                audio.error = ErrorMessage(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {error}", request.request_id)
+            await audio.frames.put(None)
+
+    async def _send_loop(self) -> None:
+        while True:
+            audio = await self._outbox.get()
+            request = audio.request
+            request_id_var.set(request.request_id)
+            await self._send_control(SynthesisStart(request.request_id, request.format, SAMPLE_RATE, request.voice))
+            sample_width = 1 if request.format == "mp3" else 2
+            first_audio_ms: float | None = None
+            while (frame := await audio.frames.get()) is not None:
+                for part in make_audio_frames_safe(frame, sample_width=sample_width):
+                    await self._send_audio(part)
+                if first_audio_ms is None:
+                    first_audio_ms = _ms(time.perf_counter() - request.received_at)
+            stats = audio.stream.stats
+            total_ms = _ms(time.perf_counter() - request.received_at)
+            if audio.error is not None:
+                await self._send_control(audio.error)
+            else:
+                await self._send_control(
+                    SynthesisComplete(
+                        request_id=request.request_id,
+                        audio_bytes=stats.audio_bytes,
+                        audio_ms=stats.audio_ms,
+                        first_audio_ms=first_audio_ms,
+                        synth_ms=_ms(stats.synth_s),
+                    )
+                )
+            # Only now: had the final frame not gone out, `cancel` must still list this request.
+            self._pending.pop(request.request_id, None)
+            log_event(
+                "request_done" if audio.error is None else "request_failed",
+                code=audio.error.code if audio.error else None,
+                audio_bytes=stats.audio_bytes,
+                audio_ms=stats.audio_ms,
+                first_audio_ms=first_audio_ms,
+                synth_ms=_ms(stats.synth_s),
+                total_ms=total_ms,
+                sentences=stats.sentences,
+            )
+            if not self._pending:
+                self._wake.set()
+
+    async def _send_control(self, message: ServerMessage) -> None:
+        async with self._send_lock:
+            await self.channel.send_text(encode_server_message(message))
+
+    async def _send_audio(self, frame: bytes) -> None:
+        async with self._send_lock:
+            await self.channel.send_bytes(frame)
+        # A send into a writable socket never suspends: yield, so that a burst of frames lets
+        # other sessions run and a disconnect is noticed before the next frame.
+        await asyncio.sleep(0)
+
+
+_LIMIT_MESSAGES: Final = {
+    ErrorCode.IDLE_TIMEOUT: "no message for too long: the session is closed",
+    ErrorCode.SESSION_TIMEOUT: "the session reached its maximum duration and is closed",
+}
+
+
+def _is_disconnect_error(error: BaseException) -> bool:
+    return isinstance(error, DISCONNECT_ERRORS)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)

@@ -1,0 +1,83 @@
+"""A validated speech request, and its audio: sentences synthesized in turn, encoded, framed.
+
+Both POST /invocations and the bidirectional session stream requests through this. Each
+engine step (G2P of a sentence, one inference) runs in a synthesis worker thread and the
+frames are yielded as soon as they exist; a consumer that stops iterating stops the work
+after the step in flight, so a cancelled or disconnected request costs at most one step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+from voicestream.chunker import split_sentences
+from voicestream.engine.base import AudioChunk
+from voicestream.engine.encoders import Framer, create_encoder
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechRequest:
+    """A validated request with every option resolved."""
+
+    request_id: str
+    text: str
+    voice: str
+    speed: float
+    format: AudioFormat
+    received_at: float  # time.perf_counter() when the server received it
+
+
+@dataclass(slots=True)
+class StreamStats:
+    audio_bytes: int = 0  # encoded bytes produced
+    audio_samples: int = 0  # samples synthesized (24 kHz)
+    synth_s: float = 0.0  # time spent in engine steps
+    sentences: int = 0
+
+    @property
+    def audio_ms(self) -> float:
+        return round(self.audio_samples * 1000 / SAMPLE_RATE, 1)
+
+
+def _next_chunk(chunks: Iterator[AudioChunk]) -> AudioChunk | None:
+    return next(chunks, None)
+
+
+class AudioStream:
+    """Iterate `frames()` once; `stats` fills in as it goes."""
+
+    def __init__(self, runtime: ServerRuntime, request: SpeechRequest) -> None:
+        self.runtime = runtime
+        self.request = request
+        self.stats = StreamStats()
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        limits = self.runtime.limits
+        engine = self.runtime.engine
+        request = self.request
+        encoder = create_encoder(request.format, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
+        framer = Framer.for_encoder(encoder, limits.frame_ms)
+        sentences = split_sentences(request.text) if self.runtime.split_requests else []
+        for sentence in sentences or [request.text]:
+            self.stats.sentences += 1
+            self.runtime.stats.sentences_started += 1
+            started = time.perf_counter()
+            chunks = await self.runtime.in_worker(engine.synthesize, sentence, request.voice, request.speed)
+            self.stats.synth_s += time.perf_counter() - started
+            while True:
+                started = time.perf_counter()
+                chunk = await self.runtime.in_worker(_next_chunk, chunks)
+                self.stats.synth_s += time.perf_counter() - started
+                if chunk is None:
+                    break
+                self.stats.audio_samples += len(chunk.samples)
+                for frame in framer.push(encoder.encode(chunk.samples)):
+                    self.stats.audio_bytes += len(frame)
+                    yield frame
+        for frame in [*framer.push(encoder.finish()), *framer.flush()]:
+            self.stats.audio_bytes += len(frame)
+            yield frame

@@ -1,0 +1,349 @@
+"""The wire contract of the bidirectional session and of POST /invocations, written once.
+
+Server, client, Lambda tasks and tests all import this module; docs/protocol.md describes the
+same contract in prose. It is pure standard library on purpose: the Lambda functions import it
+without numpy or the engine, and the engine takes its constants (sample rate, speed range)
+from here.
+
+Client -> server: one UTF-8 JSON object per WebSocket message, in a TEXT or a BINARY frame.
+Server -> client: control frames are JSON objects (`encode_server_message`); everything else
+is audio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
+from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
+
+SAMPLE_RATE = 24_000
+DEFAULT_FORMAT = "pcm"
+FORMATS: tuple[str, ...] = ("pcm", "wav", "mp3")
+# The routes SageMaker's sidecar (and every other client) calls on port 8080.
+BIDI_PATH = "/invocations-bidirectional-stream"
+INVOCATIONS_PATH = "/invocations"
+PING_PATH = "/ping"
+DEFAULT_VOICE = "af_heart"
+MIN_SPEED = 0.5
+MAX_SPEED = 2.0
+MAX_REQUEST_ID_CHARS = 128
+MAX_VOICE_CHARS = 256
+
+AudioFormat = Literal["pcm", "wav", "mp3"]
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-server limits; each can be set by VOICESTREAM_<FIELD NAME> (voicestream.env)."""
+
+    max_text_chars: int = 2000
+    max_queued: int = 16
+    max_session_s: float = 3600.0
+    idle_timeout_s: float = 300.0
+    max_sessions: int = 32
+    frame_ms: int = 40
+    max_message_bytes: int = 65_536
+    # Audio buffered ahead of the socket per request: synthesis pauses when it is full.
+    max_buffered_audio_s: float = 30.0
+    mp3_bitrate_kbps: int = 48
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"limit {spec.name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"limit {spec.name} must be a positive number, got {value!r}")
+        if self.frame_ms > 1000:
+            raise ValueError(f"limit frame_ms must be at most 1000, got {self.frame_ms}")
+
+
+# --- client -> server ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Synthesize:
+    """Speak `text`. Unset fields fall back to the session's config, then to server defaults."""
+
+    text: str
+    request_id: str | None = None
+    voice: str | None = None
+    speed: float | None = None
+    format: AudioFormat | None = None
+    type: ClassVar[str] = "synthesize"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Defaults for the rest of the session (unset fields keep their current value)."""
+
+    voice: str | None = None
+    speed: float | None = None
+    format: AudioFormat | None = None
+    type: ClassVar[str] = "config"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    type: ClassVar[str] = "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    type: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    type: ClassVar[str] = "close"
+
+
+ClientMessage: TypeAlias = Synthesize | Config | Cancel | Ping | Close
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRequest:
+    """The JSON body of POST /invocations."""
+
+    text: str
+    voice: str | None = None
+    speed: float | None = None
+    format: AudioFormat = "pcm"
+    transport: ResponseTransport = "binary"
+
+
+# --- server -> client ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisStart:
+    request_id: str
+    format: str
+    sample_rate: int
+    voice: str
+    type: ClassVar[str] = "synthesis_start"
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisComplete:
+    """Closes one request. Times are milliseconds from when the server received the request."""
+
+    request_id: str
+    audio_bytes: int
+    audio_ms: float
+    first_audio_ms: float | None
+    synth_ms: float
+    type: ClassVar[str] = "synthesis_complete"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    request_ids: tuple[str, ...]
+    type: ClassVar[str] = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    type: ClassVar[str] = "pong"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClosed:
+    reason: str = "close"
+    type: ClassVar[str] = "session_closed"
+
+
+ServerMessage: TypeAlias = SynthesisStart | SynthesisComplete | ErrorMessage | Cancelled | Pong | SessionClosed
+
+_SERVER_TYPES: dict[str, type[ServerMessage]] = {
+    cls.type: cls for cls in (SynthesisStart, SynthesisComplete, ErrorMessage, Cancelled, Pong, SessionClosed)
+}
+
+
+def server_message_dict(message: ServerMessage) -> dict[str, Any]:
+    """The JSON object of a server message: `type` first, then its fields (None ones omitted)."""
+    body: dict[str, Any] = {"type": message.type}
+    for spec in fields(message):
+        value = getattr(message, spec.name)
+        if value is None:
+            continue
+        body[spec.name] = list(value) if isinstance(value, tuple) else value
+    return body
+
+
+def encode_server_message(message: ServerMessage) -> str:
+    """JSON text of a control frame (compact, ASCII-safe)."""
+    return json.dumps(server_message_dict(message), separators=(",", ":"))
+
+
+def parse_server_message(payload: bytes | str) -> ServerMessage:
+    """Decode a control frame the server sent (the client side of the contract)."""
+    body = decode_json_object(payload)
+    kind = body.get("type")
+    cls = _SERVER_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown server message type {kind!r}")
+    known = {spec.name for spec in fields(cls)}
+    values = {key: value for key, value in body.items() if key in known}
+    if cls is Cancelled:
+        values["request_ids"] = tuple(values.get("request_ids") or ())
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"malformed {kind} message: {exc}") from None
+
+
+# --- parsing client messages -----------------------------------------------------------------
+
+
+def parse_client_message(
+    payload: bytes | str,
+    limits: Limits | None = None,
+    voices: tuple[str, ...] | None = None,
+) -> ClientMessage:
+    """Validate one client message. Raises ProtocolError with a stable code for anything wrong.
+
+    `voices`, when given, are the engine's voice ids: plain voice names are checked against
+    them here; blends (`a:0.7,b:0.3`) are left to the engine's own validation.
+    """
+    limits = limits or Limits()
+    size = len(payload.encode("utf-8", "surrogatepass")) if isinstance(payload, str) else len(payload)
+    if size > limits.max_message_bytes:
+        raise ProtocolError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"message is {size} bytes; the limit is {limits.max_message_bytes}",
+        )
+    body = decode_json_object(payload)
+    request_id = _optional_request_id(body)
+    kind = body.get("type")
+    if kind is None and "text" in body:
+        kind = "synthesize"  # the seed sample's clients send a bare {"text": ...}
+    try:
+        if kind == "synthesize":
+            return Synthesize(
+                text=_text(body, limits),
+                request_id=request_id,
+                voice=_voice(body, voices),
+                speed=_speed(body),
+                format=_format(body),
+            )
+        if kind == "config":
+            return Config(voice=_voice(body, voices), speed=_speed(body), format=_format(body))
+        if kind == "cancel":
+            return Cancel()
+        if kind == "ping":
+            return Ping()
+        if kind == "close":
+            return Close()
+    except ProtocolError as error:
+        error.request_id = request_id
+        raise
+    if kind is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, 'message has no "type" (and no "text")', request_id)
+    raise ProtocolError(
+        ErrorCode.UNKNOWN_TYPE,
+        f"unknown message type {kind!r}; expected synthesize, config, cancel, ping or close",
+        request_id,
+    )
+
+
+def parse_invocation_request(payload: bytes | str, limits: Limits | None = None) -> InvocationRequest:
+    """Validate the JSON body of POST /invocations."""
+    limits = limits or Limits()
+    body = decode_json_object(payload)
+    transport = body.get("transport", "binary")
+    if transport not in RESPONSE_TRANSPORTS:
+        raise ProtocolError(
+            ErrorCode.INVALID_TRANSPORT,
+            f"transport must be one of {', '.join(RESPONSE_TRANSPORTS)}, got {transport!r}",
+        )
+    return InvocationRequest(
+        text=_text(body, limits),
+        voice=_voice(body, None),
+        speed=_speed(body),
+        format=_format(body) or "pcm",
+        transport=transport,
+    )
+
+
+def _optional_request_id(body: dict[str, Any]) -> str | None:
+    value = body.get("request_id")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ProtocolError(ErrorCode.INVALID_REQUEST_ID, "request_id must be a string")
+    value = str(value)
+    if not value or len(value) > MAX_REQUEST_ID_CHARS or not value.isprintable():
+        raise ProtocolError(
+            ErrorCode.INVALID_REQUEST_ID,
+            f"request_id must be 1..{MAX_REQUEST_ID_CHARS} printable characters",
+        )
+    return value
+
+
+def _text(body: dict[str, Any], limits: Limits) -> str:
+    if "text" not in body or body["text"] is None:
+        raise ProtocolError(ErrorCode.MISSING_TEXT, 'message has no "text"')
+    text = body["text"]
+    if not isinstance(text, str):
+        raise ProtocolError(ErrorCode.MISSING_TEXT, f'"text" must be a string, got {type(text).__name__}')
+    if not text.strip():
+        raise ProtocolError(ErrorCode.EMPTY_TEXT, '"text" is empty: nothing to speak')
+    if len(text) > limits.max_text_chars:
+        raise ProtocolError(
+            ErrorCode.TEXT_TOO_LONG,
+            f'"text" has {len(text)} characters; the limit is {limits.max_text_chars}',
+        )
+    return text
+
+
+def _voice(body: dict[str, Any], voices: tuple[str, ...] | None) -> str | None:
+    voice = body.get("voice")
+    if voice is None:
+        return None
+    if not isinstance(voice, str) or not voice.strip() or len(voice) > MAX_VOICE_CHARS:
+        raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"voice must be a voice id, got {voice!r}")
+    if voices is not None and ":" not in voice and "," not in voice and voice not in voices:
+        raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"unknown voice {voice!r}")
+    return voice
+
+
+def _speed(body: dict[str, Any]) -> float | None:
+    speed = body.get("speed")
+    return None if speed is None else parse_speed(speed)
+
+
+def parse_speed(value: Any, name: str = "speed") -> float:
+    """A speaking rate within [MIN_SPEED, MAX_SPEED]; `ProtocolError` invalid_speed otherwise.
+
+    The one speed check: the session, POST /invocations, POST /speak and the engine use it.
+    An integer too large for a float (JSON allows any) is out of range, not a crash."""
+    speed = json_number(value)
+    if speed is None:
+        shown = f"an integer of {len(str(value))} digits" if isinstance(value, int) else repr(value)
+        raise ProtocolError(
+            ErrorCode.INVALID_SPEED, f"{name} must be a number from {MIN_SPEED} to {MAX_SPEED}, got {shown}"
+        )
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ProtocolError(ErrorCode.INVALID_SPEED, f"{name} must be between {MIN_SPEED} and {MAX_SPEED}, got {value}")
+    return speed
+
+
+def _format(body: dict[str, Any]) -> AudioFormat | None:
+    value = body.get("format")
+    if value is None:
+        return None
+    if value == "pcm":
+        return "pcm"
+    if value == "wav":
+        return "wav"
+    if value == "mp3":
+        return "mp3"
+    raise ProtocolError(ErrorCode.INVALID_FORMAT, f"format must be one of {', '.join(FORMATS)}, got {value!r}")
