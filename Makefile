@@ -21,7 +21,8 @@ help:
 	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
-	@echo "make lint    ruff + mypy"
+	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
+	@echo "make lint    ruff, mypy (src and tests), the import layers"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -37,7 +38,7 @@ $(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON311)" || { echo "Python 3.11 not found: install it (or pyenv install 3.11)"; exit 1; }
 	test -x $(VENV_TORCH)/bin/python || $(PYTHON311) -m venv $(VENV_TORCH)
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) --upgrade pip
-	# torch==2.13.0 first: on this machine that is the local CPU build (see FACTS.md).
+	# torch==2.13.0 first: on this machine that is the local CPU build (docs/platform-facts.md#kokoro).
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) torch==2.13.0
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0"
 	touch $@
@@ -65,8 +66,14 @@ venv-sam: $(VENV_SAM_STAMP)
 venv: $(VENV)/.stamp
 venv-torch: $(VENV_TORCH)/.stamp
 
+# npm fetches the voices (the npm package kokoro-js) once; Debian packages are installed when
+# missing on a fresh Debian machine as root, elsewhere one line says what to install.
+.PHONY: npm
+npm:
+	@scripts/ensure-debian-packages node=nodejs npm=npm
+
 .PHONY: models
-models: venv
+models: venv npm
 	$(VENV)/bin/voicestream models fetch
 
 .PHONY: demo
@@ -82,29 +89,44 @@ lint: venv
 	$(VENV)/bin/ruff check src tests benchmarks functions
 	$(VENV)/bin/ruff format --check src tests benchmarks functions
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
-# The browser test's npm packages (playwright-core; Chromium itself is Debian's, see .ci/run).
+# Test tiers (docs/testing.md): unit (fakes of our own interfaces, no model, seconds) |
+# integration, state machines, browser (the real model on real sockets) | torch | sam.
+# Warnings are errors in every tier (pyproject.toml).
+PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
+
+.PHONY: check test-unit
+check: lint test-unit
+test-unit: venv
+	$(PYTEST) tests/unit -m "not model"
+
+# The browser tier drives Debian's Chromium with playwright-core (npm).
+.PHONY: chromium
+chromium:
+	@scripts/ensure-debian-packages chromium=chromium
+
 BROWSER_DEPS := tests/browser/node_modules/.stamp
-$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | npm
 	cd tests/browser && npm ci --no-audit --no-fund
 	touch $@
 
-.PHONY: test-unit
-test-unit: models $(BROWSER_DEPS)
-	$(VENV)/bin/pytest tests --ignore=tests/torch --ignore=tests/sam
+.PHONY: test-integration
+test-integration: models chromium $(BROWSER_DEPS)
+	$(PYTEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
 test-torch: models venv-torch
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
-	$(VENV_TORCH)/bin/pytest --confcutdir=tests/torch tests/torch
+	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch tests/torch
 
 # The SAM application: lint with the transform applied, sam build, built functions run for real.
 .PHONY: test-sam
 test-sam: models venv venv-sam
-	SAM_CLI_TELEMETRY=0 $(VENV)/bin/pytest tests/sam
+	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/sam
 
 .PHONY: test
-test: lint test-unit test-torch test-sam
+test: check test-integration test-torch test-sam
 
 .PHONY: build deploy destroy
 build: venv-sam
