@@ -21,7 +21,7 @@ Where the cut is (tensor names of kokoro-v1.0.int8.onnx), and why there:
 - `/encoder/Cast_output_0` -> `durations` int64 [1, tokens+2]: frames per input token (after
   the graph's division by speed, rounding and clamp to >= 1), for word timings.
 
-One frame is 600 samples (25 ms at 24 kHz). The decoder's receptive field is 14 frames each
+One frame is 600 samples (25 ms at 24 kHz). The decoder's receptive field is 16 frames each
 side (measured: with the whole sentence's normalisation statistics fed in, windows with 14
 context frames reproduce the whole-sentence samples exactly; see docs/engine.md).
 """
@@ -48,7 +48,7 @@ DERIVED_FILES = (ENCODER_FILE, DECODER_FILE)
 
 SAMPLES_PER_FRAME = 600
 HARMONICS = 9
-RECEPTIVE_FIELD_FRAMES = 14
+RECEPTIVE_FIELD_FRAMES = 16
 
 # Friendly name -> tensor of the source graph, in the decoder's input order.
 DECODER_INPUTS: dict[str, str] = {

@@ -28,7 +28,7 @@ class WindowPlan:
     first: int = 12  # frames of the first window's core: sets the first audio's latency
     growth: float = 2.0  # each later core is this many times the one before...
     largest: int = 240  # ...up to this many frames
-    context: int = 14  # frames computed on each side of a core (the decoder's receptive field)
+    context: int = 16  # frames computed on each side of a core (the decoder's receptive field)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
 
     def __post_init__(self) -> None:
