@@ -13,6 +13,7 @@ Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Iterator
@@ -186,9 +187,8 @@ def test_the_stream_decodes_one_window_per_request_and_stops_when_dropped(engine
 
 def spell_numbers(transcript: str) -> str:
     """Whisper writes some numbers as digits ("6 euros"): a formatting choice, not a word heard differently."""
-    from num2words import num2words
-
-    return re.sub(r"\b\d+\b", lambda match: str(num2words(int(match.group()))), transcript)
+    spell = importlib.import_module("num2words").num2words  # untyped package: Any
+    return re.sub(r"\b\d+\b", lambda match: str(spell(int(match.group()))), transcript)
 
 
 def bench_sentences() -> list[str]:
@@ -198,12 +198,12 @@ def bench_sentences() -> list[str]:
 
 @pytest.mark.slow
 def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
-    results = []
+    results: list[tuple[str, float, float]] = []
     for sentence in [*bench_sentences(), LONG_SENTENCE]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
         whole = np.concatenate([c.samples for c in whole_engine.synthesize(sentence)])
-        heard = tuple(word_error_rate(sentence, spell_numbers(transcribe(audio))) for audio in (streamed, whole))
-        results.append((sentence, *heard))
+        streamed_wer, whole_wer = (word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, whole))
+        results.append((sentence, streamed_wer, whole_wer))
     for sentence, streamed_wer, whole_wer in results:
         print(f"WER streamed {streamed_wer:.3f} whole {whole_wer:.3f}: {sentence}")
     streamed_total = sum(r[1] for r in results)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ class SplitKokoro:
         (audio,) = self._decoder.run(["audio"], inputs)
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def stream(self, features: SentenceFeatures, plan: WindowPlan | None) -> Iterator[FloatAudio]:
+    def stream(self, features: SentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
         """Each window's audio as soon as it is decoded (one window when `plan` is None).
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
