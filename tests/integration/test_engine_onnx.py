@@ -66,7 +66,7 @@ def test_text_over_510_phonemes_is_split_and_fully_spoken(engine: SpeechEngine) 
     pieces = engine.phonemes(text, "af_heart")
     assert len(pieces) > 1 and all(len(piece) <= MAX_PHONEMES for piece in pieces)
     chunks = list(engine.synthesize(text))
-    assert len(chunks) == len(pieces)
+    assert len(chunks) >= len(pieces)  # each piece streams in one or more windows
     # Eight sentences of ~4 s each: nothing was silently dropped.
     assert sum(len(chunk.samples) for chunk in chunks) / SAMPLE_RATE > 20
 

@@ -2,8 +2,12 @@
 
 The graph takes `tokens` int64 [1, N+2] (phoneme ids wrapped in pad 0s), `style` float32
 [1, 256] (the voice's row N-1: Kokoro voices hold one style vector per input length) and
-`speed` float32 [1]; it returns float32 audio at 24 kHz. One inference per phoneme piece
-(<= 510 phonemes), each yielded as soon as it is computed.
+`speed` float32 [1]; it returns float32 audio at 24 kHz.
+
+The graph runs as two derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
+encoder runs once, then the decoder runs over windows of frames (windows.py), each window's
+audio yielded as soon as it is computed, so first audio does not wait for the whole sentence.
+`decoder_windows=None` decodes each piece in one window: the original graph's samples exactly.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.assets import OnnxAssets, onnx_assets
-from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, split_phonemes
+from voicestream.engine.kokoro_split import split_graphs
+from voicestream.engine.split_runtime import SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
+from voicestream.engine.windows import WindowPlan
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
+DEFAULT_WINDOWS = WindowPlan()
 
 
 def default_threads() -> int:
@@ -34,26 +42,41 @@ def default_threads() -> int:
 class OnnxEngine(SpeechEngine):
     name = "onnx"
 
-    def __init__(self, model_dir: Path | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        threads: int | None = None,
+        *,
+        decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
+        derived_dir: Path | None = None,
+    ) -> None:
+        """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
+        are derived (default: `derived/` in the model directory)."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
+        self.decoder_windows = decoder_windows
+        self.derived_dir = derived_dir
         self._g2p = G2P()
         self._voice_cache: dict[str, VoiceArray] = {}
         self._voice_lock = threading.Lock()
         self._assets: OnnxAssets | None = None
-        self._session: object | None = None
+        self._split: SplitKokoro | None = None
         self._vocab: dict[str, int] = {}
 
-    def _load(self) -> None:
-        import onnxruntime
+    @property
+    def split(self) -> SplitKokoro:
+        """The loaded encoder/decoder pair (its `encode` also gives per-token durations)."""
+        if self._split is None:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        return self._split
 
+    def _load(self) -> None:
         # The model and config are verified now; voices are verified as each is first used.
         assets = onnx_assets(self.model_dir, voices=())
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(str(assets.model), options, providers=["CPUExecutionProvider"])
+        derived_dir = self.derived_dir or assets.model.parent / "derived"
+        graphs = split_graphs(assets.model, manifest()["onnx_model"]["sha256"], derived_dir)
+        self._split = SplitKokoro(graphs, self.threads)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
@@ -92,17 +115,10 @@ class OnnxEngine(SpeechEngine):
         return self._run_pieces(pieces, style_table, speed)
 
     def _run_pieces(self, pieces: list[str], style_table: VoiceArray, speed: float) -> Iterator[AudioChunk]:
-        import onnxruntime
-
-        session = self._session
-        assert isinstance(session, onnxruntime.InferenceSession)
         for piece in pieces:
             ids = [self._vocab[p] for p in piece if p in self._vocab]
             if not ids:
                 continue
-            tokens = np.array([[0, *ids, 0]], dtype=np.int64)
-            style = style_table[len(ids) - 1 : len(ids)]
-            (audio,) = session.run(
-                None, {"tokens": tokens, "style": style, "speed": np.array([speed], dtype=np.float32)}
-            )
-            yield AudioChunk(samples=np.asarray(audio, dtype=np.float32).reshape(-1))
+            features = self.split.encode(ids, style_table[len(ids) - 1 : len(ids)], speed)
+            for samples in self.split.stream(features, self.decoder_windows):
+                yield AudioChunk(samples=samples)

@@ -1,0 +1,122 @@
+"""Which frames each decoder run computes, and how their audio is stitched back together.
+
+A sentence of N frames is decoded in windows: a small first one (its audio is the first audio
+a listener hears) and larger later ones (fewer runs, less context recomputed). Each window's
+*core* frames are the audio it contributes; around them it computes `context` extra frames on
+each side (clipped at the sentence's ends) so that the core sees everything it depends on.
+The context's audio is dropped, except the first `crossfade` frames after a core: the next
+window's first samples fade in over them, so a seam never steps (adjacent windows normalise
+their activations over different spans, so their samples differ slightly; a fade hides it).
+
+Pure arithmetic and numpy: no model here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from voicestream.engine.base import FloatAudio
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPlan:
+    """Window sizes in frames (25 ms each at Kokoro's 600 samples per frame)."""
+
+    first: int = 12  # frames of the first window's core: sets the first audio's latency
+    growth: float = 2.0  # each later core is this many times the one before...
+    largest: int = 240  # ...up to this many frames
+    context: int = 16  # frames computed on each side of a core (the decoder's receptive field)
+    crossfade: int = 2  # frames over which a core fades in over the previous window's right context
+
+    def __post_init__(self) -> None:
+        if self.first < 1 or self.largest < self.first:
+            raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
+        if self.growth < 1.0:
+            raise ValueError(f"window growth must be >= 1, got {self.growth}")
+        if self.context < 0 or not 0 <= self.crossfade <= self.context:
+            raise ValueError(f"need 0 <= crossfade <= context, got crossfade={self.crossfade} context={self.context}")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Frames [start, end) are this window's core; [span_start, span_end) are computed."""
+
+    start: int
+    end: int
+    span_start: int
+    span_end: int
+
+    @property
+    def frames(self) -> int:
+        return self.span_end - self.span_start
+
+    def core_offset(self) -> int:
+        """Index of the core's first frame within the computed span."""
+        return self.start - self.span_start
+
+
+def plan_windows(total_frames: int, plan: WindowPlan | None) -> list[Window]:
+    """Cores that tile [0, total_frames) exactly once, in order; one window when plan is None."""
+    if total_frames <= 0:
+        return []
+    if plan is None:
+        return [Window(0, total_frames, 0, total_frames)]
+    windows: list[Window] = []
+    start, size = 0, float(plan.first)
+    while start < total_frames:
+        end = min(total_frames, start + round(size))
+        # A last sliver smaller than the first window is cheaper merged into this one.
+        if total_frames - end < plan.first:
+            end = total_frames
+        windows.append(Window(start, end, max(0, start - plan.context), min(total_frames, end + plan.context)))
+        start, size = end, min(float(plan.largest), size * plan.growth)
+    return windows
+
+
+def fade_in(length: int) -> FloatAudio:
+    """Raised-cosine weights rising from ~0 to ~1 over `length` samples (a fade-out is 1 - this)."""
+    return (0.5 - 0.5 * np.cos(np.pi * (np.arange(length) + 0.5) / length)).astype(np.float32)
+
+
+class Stitcher:
+    """Turns each window's computed audio into the samples to emit now, in order.
+
+    `push` returns the window's core (faded in over the previous window's overlap) and keeps
+    the start of its right context for the next one; concatenating every `push` gives exactly
+    one sample per frame sample of the sentence.
+    """
+
+    def __init__(self, samples_per_frame: int, crossfade_frames: int) -> None:
+        self.samples_per_frame = samples_per_frame
+        self.crossfade_frames = crossfade_frames
+        self._tail: FloatAudio | None = None
+        self._next_start = 0
+
+    def push(self, window: Window, audio: FloatAudio) -> FloatAudio:
+        spf = self.samples_per_frame
+        if window.start != self._next_start:
+            raise ValueError(f"window starts at frame {window.start}, expected {self._next_start}")
+        if len(audio) != window.frames * spf:
+            expected = window.frames * spf
+            raise ValueError(f"window of {window.frames} frames gave {len(audio)} samples, expected {expected}")
+        offset = window.core_offset() * spf
+        core = audio[offset : offset + (window.end - window.start) * spf].astype(np.float32, copy=True)
+        if self._tail is not None:
+            overlap = min(len(self._tail), len(core))
+            weights = fade_in(overlap)
+            core[:overlap] = self._tail[:overlap] * (1.0 - weights) + core[:overlap] * weights
+        tail_frames = min(self.crossfade_frames, window.span_end - window.end)
+        end = offset + (window.end - window.start) * spf
+        self._tail = audio[end : end + tail_frames * spf] if tail_frames > 0 else None
+        self._next_start = window.end
+        return core
+
+
+def stitch(windows: list[Window], audios: Iterator[FloatAudio], samples_per_frame: int, crossfade: int) -> FloatAudio:
+    """Every window's emitted samples, concatenated (for tests and offline use)."""
+    stitcher = Stitcher(samples_per_frame, crossfade)
+    parts = [stitcher.push(window, audio) for window, audio in zip(windows, audios, strict=True)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

@@ -1,0 +1,211 @@
+"""The ONNX engine streaming inside a sentence: split graphs, windowed decoding, quality gate.
+
+Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine.md):
+- exactness of the cut and of the window arithmetic: whole-sentence decoding through the two
+  derived graphs gives the original graph's samples bit for bit; with the sentence's own
+  normalisation statistics fed in, windows with the 16-frame context reproduce it exactly
+  (SNR > 100 dB: float32 rounding) and a context cut to 10 frames falls below 30 dB;
+- seams of the engine's real output: no step beyond the signal's own neighbourhood, and seam
+  neighbourhoods no further from the whole-sentence audio than the rest (<= 1 dB log-mel), which
+  a decoder without context fails;
+- hearing: Whisper's WER of the streamed audio equals the whole-sentence audio's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.support.asr import transcribe, word_error_rate
+from tests.support.oracle_decoder import OracleDecoder
+from tests.support.seams import compare, snr_db
+
+from voicestream.chunker import split_sentences
+from voicestream.engine.assets import manifest, onnx_assets
+from voicestream.engine.base import FloatAudio
+from voicestream.engine.kokoro_split import RECEPTIVE_FIELD_FRAMES, SAMPLES_PER_FRAME, split_graphs
+from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.split_runtime import SentenceFeatures, SplitKokoro
+from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
+
+LONG_SENTENCE = (
+    "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "
+    "the front if you would like me to do that for you before the check in desk closes at nine"
+)
+MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in the evening."
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[OnnxEngine]:
+    loaded = OnnxEngine(threads=2)
+    loaded.load()
+    yield loaded
+
+
+@pytest.fixture(scope="module")
+def whole_engine() -> Iterator[OnnxEngine]:
+    loaded = OnnxEngine(threads=2, decoder_windows=None)
+    loaded.load()
+    yield loaded
+
+
+def features_of(engine: OnnxEngine, text: str, speed: float = 1.0) -> SentenceFeatures:
+    (piece,) = engine.phonemes(text, "af_heart")
+    ids = [engine._vocab[p] for p in piece if p in engine._vocab]
+    return engine.split.encode(ids, engine._voice("af_heart")[len(ids) - 1 : len(ids)], speed)
+
+
+def chunked(engine: OnnxEngine, features: SentenceFeatures, plan: WindowPlan) -> tuple[FloatAudio, list[int]]:
+    audio = np.concatenate(list(engine.split.stream(features, plan)))
+    seams = [window.end * SAMPLES_PER_FRAME for window in plan_windows(features.frames, plan)[:-1]]
+    return audio, seams
+
+
+def test_the_two_graphs_reproduce_the_original_model_exactly(engine: OnnxEngine) -> None:
+    import onnxruntime
+
+    features = features_of(engine, MEDIUM_SENTENCE)
+    (piece,) = engine.phonemes(MEDIUM_SENTENCE, "af_heart")
+    ids = [engine._vocab[p] for p in piece if p in engine._vocab]
+    original = onnxruntime.InferenceSession(str(onnx_assets(voices=()).model), providers=["CPUExecutionProvider"])
+    (expected,) = original.run(
+        None,
+        {
+            "tokens": np.array([[0, *ids, 0]], dtype=np.int64),
+            "style": engine._voice("af_heart")[len(ids) - 1 : len(ids)],
+            "speed": np.array([1.0], dtype=np.float32),
+        },
+    )
+    whole = np.concatenate(list(engine.split.stream(features, None)))
+    assert np.array_equal(whole, expected)
+
+
+def test_derived_graphs_carry_a_manifest_of_their_source() -> None:
+    assets = onnx_assets(voices=())
+    directory = assets.model.parent / "derived"
+    graphs = split_graphs(assets.model, manifest()["onnx_model"]["sha256"], directory)
+    recorded = json.loads((directory / "manifest.json").read_text())
+    assert recorded["source_sha256"] == manifest()["onnx_model"]["sha256"]
+    assert set(recorded["files"]) == {graphs.encoder.name, graphs.decoder.name}
+
+
+def test_token_durations_cover_every_frame_and_follow_speed(engine: OnnxEngine) -> None:
+    normal = features_of(engine, MEDIUM_SENTENCE)
+    (piece,) = engine.phonemes(MEDIUM_SENTENCE, "af_heart")
+    tokens = len([p for p in piece if p in engine._vocab]) + 2
+    assert normal.durations.shape == (1, tokens)
+    assert normal.durations.min() >= 1
+    assert int(normal.durations.sum()) == normal.frames
+    fast = features_of(engine, MEDIUM_SENTENCE, speed=2.0)
+    assert fast.frames < 0.7 * normal.frames
+    assert int(fast.durations.sum()) == fast.frames
+
+
+def test_windows_with_the_receptive_field_are_exact_and_less_context_is_not(engine: OnnxEngine) -> None:
+    oracle = OracleDecoder(split_graphs_of_engine())
+    features = features_of(engine, MEDIUM_SENTENCE)
+    whole, statistics = oracle.whole(features)
+
+    def windowed(context: int) -> FloatAudio:
+        plan = WindowPlan(first=10, growth=1.0, largest=10, context=context, crossfade=0)
+        windows = plan_windows(features.frames, plan)
+        return stitch(windows, (oracle.window(features, w, statistics) for w in windows), SAMPLES_PER_FRAME, 0)
+
+    enough = windowed(RECEPTIVE_FIELD_FRAMES)
+    short = windowed(10)
+    print(f"oracle statistics: SNR {snr_db(enough, whole)} dB (16 context frames), {snr_db(short, whole):.1f} (10)")
+    # Exact up to float32 rounding (convolutions over a shorter span sum in another order).
+    assert snr_db(enough, whole) > 100.0
+    assert snr_db(short, whole) < 30.0
+
+
+def split_graphs_of_engine() -> Path:
+    assets = onnx_assets(voices=())
+    return split_graphs(assets.model, manifest()["onnx_model"]["sha256"], assets.model.parent / "derived").decoder
+
+
+def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engine: OnnxEngine) -> None:
+    features = features_of(engine, LONG_SENTENCE)
+    whole = np.concatenate(list(engine.split.stream(features, None)))
+    # Many small windows: many seams, so a seam artefact cannot hide in the average.
+    many_seams = WindowPlan(first=12, growth=1.0, largest=12, context=RECEPTIVE_FIELD_FRAMES, crossfade=2)
+    reports: dict[str, Any] = {}
+    for name, plan in [
+        ("default", DEFAULT_WINDOWS),
+        ("many seams", many_seams),
+        ("no context", WindowPlan(first=12, growth=1.0, largest=12, context=0, crossfade=0)),
+    ]:
+        audio, seams = chunked(engine, features, plan)
+        reports[name] = compare(audio, whole, seams)
+        print(name, len(seams), "seams:", reports[name])
+    assert reports["default"].passes()
+    assert reports["many seams"].passes()
+    assert not reports["no context"].passes()
+    assert reports["no context"].seam_excess_db > 3.0
+
+
+def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
+    chunks = [chunk.samples for chunk in engine.synthesize(LONG_SENTENCE)]
+    whole = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
+    assert len(whole) == 1 and len(chunks) > 3
+    frames = len(whole[0]) // SAMPLES_PER_FRAME
+    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS)]
+    assert [len(chunk) // SAMPLES_PER_FRAME for chunk in chunks] == expected
+    assert len(chunks[0]) == DEFAULT_WINDOWS.first * SAMPLES_PER_FRAME
+    assert sum(len(chunk) for chunk in chunks) == len(whole[0])
+
+
+class CountingSplit(SplitKokoro):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.decoded: list[Window] = []
+
+    def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
+        self.decoded.append(window)
+        return super().decode(features, window)
+
+
+def test_the_stream_decodes_one_window_per_request_and_stops_when_dropped(engine: OnnxEngine) -> None:
+    assets = onnx_assets(voices=())
+    graphs = split_graphs(assets.model, manifest()["onnx_model"]["sha256"], assets.model.parent / "derived")
+    split = CountingSplit(graphs, 2)
+    features = features_of(engine, LONG_SENTENCE)
+    stream = split.stream(features, DEFAULT_WINDOWS)
+    assert split.decoded == []  # nothing before the consumer asks
+    first = next(stream)
+    assert len(split.decoded) == 1 and len(first) == DEFAULT_WINDOWS.first * SAMPLES_PER_FRAME
+    stream.close()  # a cancelled request drops its iterator
+    assert len(split.decoded) == 1
+
+
+def spell_numbers(transcript: str) -> str:
+    """Whisper writes some numbers as digits ("6 euros"): a formatting choice, not a word heard differently."""
+    spell = importlib.import_module("num2words").num2words  # untyped package: Any
+    return re.sub(r"\b\d+\b", lambda match: str(spell(int(match.group()))), transcript)
+
+
+def bench_sentences() -> list[str]:
+    texts = json.loads(resources.files("voicestream.data").joinpath("bench_texts.json").read_text())
+    return [s for key, text in texts.items() if key != "notes" for s in split_sentences(text)]
+
+
+@pytest.mark.slow
+def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
+    results: list[tuple[str, float, float]] = []
+    for sentence in [*bench_sentences(), LONG_SENTENCE]:
+        streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
+        whole = np.concatenate([c.samples for c in whole_engine.synthesize(sentence)])
+        streamed_wer, whole_wer = (word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, whole))
+        results.append((sentence, streamed_wer, whole_wer))
+    for sentence, streamed_wer, whole_wer in results:
+        print(f"WER streamed {streamed_wer:.3f} whole {whole_wer:.3f}: {sentence}")
+    streamed_total = sum(r[1] for r in results)
+    whole_total = sum(r[2] for r in results)
+    assert streamed_total == whole_total, results

@@ -1,0 +1,117 @@
+"""Window planning and stitching of the chunked decoder: every sample exactly once, seams faded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, fade_in, plan_windows, stitch
+
+SPF = 600
+
+
+def decode_by_position(window: Window) -> np.ndarray:
+    """A stand-in decoder whose sample i depends on nothing but i: any stitching error shows."""
+    positions = np.arange(window.span_start * SPF, window.span_end * SPF, dtype=np.float64)
+    return np.sin(positions * 0.01).astype(np.float32) + (positions / 1e6).astype(np.float32)
+
+
+def test_first_window_is_small_later_ones_grow_to_the_cap() -> None:
+    plan = WindowPlan(first=12, growth=2.0, largest=60, context=14, crossfade=2)
+    cores = [(w.start, w.end) for w in plan_windows(400, plan)]
+    assert cores[:5] == [(0, 12), (12, 36), (36, 84), (84, 144), (144, 204)]
+    assert all(end - start <= 60 for start, end in cores[:-1])
+    assert cores[-1][1] == 400
+
+
+def test_context_is_added_on_both_sides_and_clipped_at_the_sentence_ends() -> None:
+    windows = plan_windows(100, WindowPlan(first=10, growth=2.0, largest=40, context=14, crossfade=2))
+    assert windows[0] == Window(0, 10, 0, 24)
+    assert windows[1] == Window(10, 30, 0, 44)
+    assert windows[2] == Window(30, 70, 16, 84)
+    assert windows[-1].span_end == 100
+
+
+def test_a_last_sliver_smaller_than_the_first_window_joins_the_window_before() -> None:
+    windows = plan_windows(40, WindowPlan(first=12, growth=2.0, largest=240))
+    assert [(w.start, w.end) for w in windows] == [(0, 12), (12, 40)]
+    assert [(w.start, w.end) for w in plan_windows(15, WindowPlan(first=12))] == [(0, 15)]
+
+
+def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
+    assert plan_windows(350, None) == [Window(0, 350, 0, 350)]
+    assert plan_windows(0, WindowPlan()) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    total=st.integers(1, 900),
+    first=st.integers(1, 40),
+    growth=st.floats(1.0, 4.0),
+    extra=st.integers(0, 300),
+    context=st.integers(0, 20),
+)
+def test_cores_tile_the_sentence_exactly_once(total: int, first: int, growth: float, extra: int, context: int) -> None:
+    plan = WindowPlan(first=first, growth=growth, largest=first + extra, context=context, crossfade=min(2, context))
+    windows = plan_windows(total, plan)
+    covered = np.zeros(total, dtype=int)
+    for window in windows:
+        covered[window.start : window.end] += 1
+        assert window.span_start == max(0, window.start - context)
+        assert window.span_end == min(total, window.end + context)
+    assert covered.tolist() == [1] * total
+    assert [w.start for w in windows[1:]] == [w.end for w in windows[:-1]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(total=st.integers(1, 300), first=st.integers(1, 30), context=st.integers(0, 16), crossfade=st.integers(0, 4))
+def test_stitching_gives_every_sample_once_in_order(total: int, first: int, context: int, crossfade: int) -> None:
+    plan = WindowPlan(first=first, growth=2.0, largest=120, context=context, crossfade=min(crossfade, context))
+    windows = plan_windows(total, plan)
+    audio = stitch(windows, iter(decode_by_position(w) for w in windows), SPF, plan.crossfade)
+    expected = decode_by_position(Window(0, total, 0, total))
+    assert len(audio) == total * SPF
+    # Where windows agree (this stand-in decoder always does) a crossfade changes nothing.
+    np.testing.assert_allclose(audio, expected, rtol=0, atol=1e-6)
+
+
+def test_a_seam_between_disagreeing_windows_is_faded_not_stepped() -> None:
+    # Window 1 says 0.0 everywhere, window 2 says 1.0: the seam must ramp, not jump.
+    windows = plan_windows(40, WindowPlan(first=10, growth=3.0, largest=100, context=4, crossfade=2))
+    assert len(windows) == 2
+    first, second = windows
+    stitcher = Stitcher(SPF, crossfade_frames=2)
+    head = stitcher.push(first, np.zeros(first.frames * SPF, dtype=np.float32))
+    tail = stitcher.push(second, np.ones(second.frames * SPF, dtype=np.float32))
+    audio = np.concatenate([head, tail])
+    seam = first.end * SPF
+    assert np.all(audio[:seam] == 0.0)
+    ramp = audio[seam : seam + 2 * SPF]
+    assert np.all(np.diff(ramp) > 0) and ramp[0] < 0.01 and ramp[-1] > 0.99
+    assert np.max(np.abs(np.diff(audio))) < 0.01  # no step anywhere
+    assert np.all(audio[seam + 2 * SPF :] == 1.0)
+
+
+def test_fade_weights_are_complementary_and_monotonic() -> None:
+    weights = fade_in(1200)
+    assert np.all(np.diff(weights) > 0)
+    np.testing.assert_allclose(weights + weights[::-1], 1.0, atol=1e-6)
+
+
+def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
+    windows = plan_windows(60, WindowPlan(first=10))
+    stitcher = Stitcher(SPF, crossfade_frames=2)
+    with pytest.raises(ValueError, match="starts at frame 10, expected 0"):
+        stitcher.push(windows[1], np.zeros(windows[1].frames * SPF, dtype=np.float32))
+    with pytest.raises(ValueError, match="samples"):
+        stitcher.push(windows[0], np.zeros(5, dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    "options", [{"first": 0}, {"first": 20, "largest": 10}, {"growth": 0.5}, {"context": 1, "crossfade": 2}]
+)
+def test_impossible_plans_are_refused(options: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        WindowPlan(**options)  # type: ignore[arg-type]
