@@ -30,11 +30,12 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
-from voicestream.kokoro_client import Audio, BidiSession, ErrorMessage, RequestCompleted, bidi_url
+from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.kokoro_client.websocket import http_base_url
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, Limits
+from voicestream.wire.errors import ErrorMessage
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

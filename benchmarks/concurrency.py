@@ -30,9 +30,10 @@ from common import (
     write_json,
 )
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, ErrorMessage, SessionClosed, SessionError
+from voicestream.kokoro_client import BidiSession, SessionClosed, SessionError
 from voicestream.texts import paragraph
 from voicestream.wire.bidi import Limits
+from voicestream.wire.errors import ErrorMessage
 
 EXTRA_SESSIONS = 2
 

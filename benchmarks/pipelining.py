@@ -46,8 +46,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, ErrorMessage, RequestCompleted, RequestTimings
+from voicestream.kokoro_client import BidiSession, RequestCompleted, RequestTimings
 from voicestream.texts import paragraph
+from voicestream.wire.errors import ErrorMessage
 
 BYTES_PER_SECOND = 24_000 * 2  # 16-bit mono PCM at 24 kHz
 MODES = ("pipelined", "stop_and_wait", "one_request")

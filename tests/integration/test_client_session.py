@@ -13,7 +13,6 @@ from voicestream.kokoro_client import (
     Audio,
     BidiSession,
     Cancelled,
-    ErrorMessage,
     Event,
     Pong,
     RequestCompleted,
@@ -21,6 +20,7 @@ from voicestream.kokoro_client import (
     SessionClosed,
     SynthesisStart,
 )
+from voicestream.wire.errors import ErrorMessage
 
 SENTENCES = ("Thanks for waiting.", "Your flight leaves at nine.", "Have a good trip.")
 BOUND_S = 300.0  # only a hang reaches this; the model on a shared CPU is slow, never this slow

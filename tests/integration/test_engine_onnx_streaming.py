@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from tests.support.asr import transcribe, word_error_rate
 from tests.support.oracle_decoder import OracleDecoder
 from tests.support.seams import compare, snr_db
-
 from voicestream.chunker import split_sentences
 from voicestream.engine.assets import manifest, onnx_assets
 from voicestream.engine.base import FloatAudio

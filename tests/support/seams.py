@@ -22,7 +22,8 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.base import SAMPLE_RATE, FloatAudio
+from voicestream.engine.base import FloatAudio
+from voicestream.wire.bidi import SAMPLE_RATE
 
 N_FFT = 1024
 HOP = 240  # 10 ms

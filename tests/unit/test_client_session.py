@@ -18,7 +18,6 @@ from voicestream.kokoro_client import (
     BidiSession,
     Cancelled,
     ConnectionLostError,
-    ErrorMessage,
     Event,
     Pong,
     ProtocolViolationError,
@@ -31,6 +30,7 @@ from voicestream.kokoro_client import (
     SessionTimeoutError,
     SynthesisStart,
 )
+from voicestream.wire.errors import ErrorMessage
 
 BOUND_S = 10.0
 

@@ -30,9 +30,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, ErrorMessage, RequestCompleted, SessionError
+from voicestream.kokoro_client import BidiSession, RequestCompleted, SessionError
 from voicestream.texts import paragraph
-from voicestream.wire.errors import CodedError
+from voicestream.wire.errors import CodedError, ErrorMessage
 from voicestream.wire.framing import FrameError
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio, SpeakStreamDecoder
 

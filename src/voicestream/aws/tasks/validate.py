@@ -28,17 +28,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
-from voicestream.kokoro_client import (
-    Audio,
-    BidiSession,
-    ErrorMessage,
-    Pong,
-    RequestCompleted,
-    SessionError,
-    SessionTimeoutError,
-)
+from voicestream.kokoro_client import Audio, BidiSession, Pong, RequestCompleted, SessionError, SessionTimeoutError
 from voicestream.wire.bidi import SAMPLE_RATE
-from voicestream.wire.errors import ErrorCode
+from voicestream.wire.errors import ErrorCode, ErrorMessage
 
 DEFAULT_SENTENCES = (
     "The endpoint is up and speaking.",
