@@ -23,7 +23,7 @@ def engine_factory(
     backend = backend or config.backend
     threads = threads or config.threads
     model_dir = model_dir or config.model_dir
-    return lambda: create_engine(backend, model_dir, threads)
+    return lambda: create_engine(backend, model_dir, threads, config.device)
 
 
 def serve(app: ASGIApplication, host: str, port: int, config: ServerConfig) -> None:
