@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import re
 import threading
 import time
@@ -169,7 +170,8 @@ class LambdaRouter:
         self.invocations.append(invocation)
         context = LambdaContext(function_name=name, invoked_function_arn=function_arn(name))
         try:
-            with acting_as(self.principals[name]):  # its calls are audited as its role's
+            principal = self.principals.get(name) or principal_of(self.handlers[name])
+            with acting_as(principal):  # its calls are audited as its role's
                 result = self.handlers[name](event, context)
         except Exception as exc:  # the Lambda runtime reports every exception the same way
             invocation.error = type(exc).__name__
@@ -220,7 +222,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def iam_audit(aws: None) -> Iterator[IamAudit]:
     """Every AWS call of the test checked against the template's roles (see the module doc)."""
     stack = Stack(audited_template(), transform(audited_template(), **AUDITED_PARAMETERS), AUDITED_PARAMETERS)
-    audit = IamAudit(stack)
+    # VOICESTREAM_IAM_ENFORCE=0: record only (every missing grant of a run listed at once, none refused).
+    audit = IamAudit(stack, enforce=os.environ.get("VOICESTREAM_IAM_ENFORCE", "1") != "0")
     with gate(audit):
         yield audit
     for machine_arn, name in audit.machines.items():

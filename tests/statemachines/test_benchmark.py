@@ -13,10 +13,10 @@ import boto3
 import pytest
 from botocore.credentials import Credentials
 from tests.statemachines.conftest import REGION, Executions, LambdaRouter, load_handler_module
-from tests.support.iam.audit import IamAudit
-from tests.support.iam.function_url import FunctionUrlIam
 from tests.statemachines.sigv4 import RequireSigV4
 from tests.support.fake_sagemaker import FakeSageMakerRuntime
+from tests.support.iam.audit import IamAudit
+from tests.support.iam.function_url import FunctionUrlIam
 from tests.support.server import LiveServer, start_server
 
 from voicestream.agent.app import create_app as create_speak_app

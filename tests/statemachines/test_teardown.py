@@ -237,7 +237,9 @@ def test_a_failing_step_fails_the_execution_with_a_readable_cause(
 
 def _calls(audit: IamAudit, operation: str) -> list[int]:
     """Positions of the teardown function's calls of `operation`, in the order they were made."""
-    return [i for i, call in enumerate(audit.calls) if call.principal == "function:teardown" and call.operation == operation]
+    return [
+        i for i, call in enumerate(audit.calls) if call.principal == "function:teardown" and call.operation == operation
+    ]
 
 
 def test_teardown_of_an_auto_scaled_endpoint_deregisters_its_scaling_first(
@@ -268,7 +270,9 @@ def test_teardown_of_an_auto_scaled_endpoint_deregisters_its_scaling_first(
     assert result.output["endpoint"] == {"status": "deleted"}
     left = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
     assert [target["ResourceId"] for target in left] == [other]
-    assert autoscaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=variant)["ScalingPolicies"] == []
+    assert (
+        autoscaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=variant)["ScalingPolicies"] == []
+    )
     # As SageMaker requires: the scaling is gone before the endpoint delete is asked for.
     (policy,), (deregistered,), (deleted,) = (
         _calls(iam_audit, op) for op in ("DeleteScalingPolicy", "DeregisterScalableTarget", "DeleteEndpoint")

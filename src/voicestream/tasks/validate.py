@@ -5,14 +5,14 @@ only text frames, and SageMaker delivers payloads sent with data_type BINARY (it
 binary frames. So the checks go through SageMaker itself with BINARY payloads:
 
 1. `bidi_connect`: one InvokeEndpointWithBidirectionalStream session opens.
-1b. `bidi_device`: the server's `pong` names the device it synthesizes on, and it is the
-   expected one (`expected_device`: cuda on GPU instances). A GPU endpoint whose container
-   cannot use the GPU would otherwise pass every check while speaking slowly on the CPU.
 2. `bidi_three_sentences`: three sentences, pipelined on that session; each must get audio of a
    plausible length for its text and a `synthesis_complete` that agrees with the audio received.
-3. `bidi_malformed_message`: a non-JSON payload gets a structured `error` frame, and the same
+3. `bidi_device`: the server's `pong` names the device it synthesizes on, and it is the
+   expected one (`expected_device`: cuda on GPU instances). A GPU endpoint whose container
+   cannot use the GPU would otherwise pass every check while speaking slowly on the CPU.
+4. `bidi_malformed_message`: a non-JSON payload gets a structured `error` frame, and the same
    session still answers afterwards (a `ping` → `pong`).
-4. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
+5. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
    of a plausible length.
 
 The report says, per check, whether it passed, what it saw and how long it took; `cause` is one
@@ -174,16 +174,21 @@ class EndpointValidator:
             await session.connect()
         except SessionError as exc:
             failed = Check("bidi_connect", False, str(exc), time.perf_counter() - started)
-            skipped = ("bidi_device", "bidi_three_sentences", "bidi_malformed_message")
+            skipped = ("bidi_three_sentences", "bidi_device", "bidi_malformed_message")
             return [failed, *_not_run(skipped, "the session did not open")]
         checks = [Check("bidi_connect", True, "session open", time.perf_counter() - started)]
         try:
-            checks.append(await self._device(session, settings.expected_device))
             checks.append(await self._three_sentences(session, settings.sentences))
-            if checks[-1].passed:
+            if not checks[-1].passed:
+                skipped = ("bidi_device", "bidi_malformed_message")
+                checks.extend(_not_run(skipped, "the sentences check failed first"))
+                return checks
+            # A wrong device fails the report, but the session still answers: go on.
+            checks.append(await self._device(session, settings.expected_device))
+            if checks[-1].data:
                 checks.append(await self._malformed_message(session))
             else:
-                checks.extend(_not_run(("bidi_malformed_message",), "the sentences check failed first"))
+                checks.extend(_not_run(("bidi_malformed_message",), "the session stopped answering"))
         finally:
             await session.close()
         return checks

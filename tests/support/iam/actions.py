@@ -8,6 +8,7 @@ table below says so, with where it is documented.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +76,10 @@ def known_actions(prefix: str) -> frozenset[str]:
 
 
 def action_exists(action: str) -> bool:
+    """True for an action the database lists; a wildcard pattern must match at least one."""
     prefix, _, _ = action.partition(":")
+    if "*" in action or "?" in action:
+        return any(fnmatch.fnmatchcase(known, action.lower()) for known in known_actions(prefix))
     return action.lower() in known_actions(prefix)
 
 
@@ -85,6 +89,16 @@ def resource_level(action: str) -> bool:
     prefix, _, name = action.partition(":")
     rows = get_action_data(prefix, name).get(prefix, [])
     return any(row["resource_arn_format"] != "*" for row in rows)
+
+
+@functools.cache
+def access_level(action: str) -> str:
+    """ "Read", "List", "Write", "Permissions management" or "Tagging", as the database says."""
+    prefix, _, name = action.partition(":")
+    rows = get_action_data(prefix, name).get(prefix, [])
+    if not rows:
+        raise LookupError(f"{action} is not in the action database")
+    return str(rows[0]["access_level"])
 
 
 @dataclass(frozen=True)
@@ -103,7 +117,8 @@ class Where:
     account: str
 
     def arn(self, service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
-        return f"arn:{self.partition}:{service}:{self.region if region else ''}:{self.account if account else ''}:{resource}"
+        where = f"{self.region if region else ''}:{self.account if account else ''}"
+        return f"arn:{self.partition}:{service}:{where}:{resource}"
 
 
 class UnknownAction(LookupError):
@@ -116,7 +131,9 @@ def actions_for(call: ApiCall) -> tuple[str, ...]:
         return special.actions
     action = f"{call.service}:{call.operation}"
     if not action_exists(action):
-        raise UnknownAction(f"{call.describe()}: no IAM action {action} in the database: add the call to SPECIAL_ACTIONS")
+        raise UnknownAction(
+            f"{call.describe()}: no IAM action {action} in the database: add the call to SPECIAL_ACTIONS"
+        )
     return (action,)
 
 
@@ -148,7 +165,11 @@ def _resources(call: ApiCall, where: Where) -> Sequence[str]:
     params = call.params
     if call.service == "sagemaker":
         # SageMaker ARNs carry names in lower case, and IAM compares them exactly.
-        for key, kind in (("EndpointName", "endpoint"), ("EndpointConfigName", "endpoint-config"), ("ModelName", "model")):
+        for key, kind in (
+            ("EndpointName", "endpoint"),
+            ("EndpointConfigName", "endpoint-config"),
+            ("ModelName", "model"),
+        ):
             if key in params:
                 return [where.arn("sagemaker", f"{kind}/{str(params[key]).lower()}")]
     if call.service == "ecr" and "repositoryName" in params:
@@ -162,7 +183,10 @@ def _resources(call: ApiCall, where: Where) -> Sequence[str]:
 
 
 def _context(call: ApiCall) -> dict[str, str]:
-    if call.service == "application-autoscaling" and call.operation in ("DeleteScalingPolicy", "DeregisterScalableTarget"):
+    if call.service == "application-autoscaling" and call.operation in (
+        "DeleteScalingPolicy",
+        "DeregisterScalableTarget",
+    ):
         return {
             "application-autoscaling:service-namespace": str(call.params["ServiceNamespace"]),
             "application-autoscaling:scalable-dimension": str(call.params["ScalableDimension"]),

@@ -108,7 +108,7 @@ def _resource_tags(region: str, params: Mapping[str, Any]) -> tuple[Mapping[str,
             with unrecorded():
                 try:
                     found = boto3.client("sagemaker", region_name=region).list_tags(ResourceArn=arn).get("Tags", [])
-                except Exception:  # noqa: BLE001 - no such resource (moto fails on it in more ways than one)
+                except Exception:
                     return {}, True
             return {tag["Key"]: tag["Value"] for tag in found}, False
     return None, False

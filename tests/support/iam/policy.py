@@ -11,21 +11,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .actions import Authorization
-
-STRING_OPERATORS = {
-    "StringEquals": (lambda value, pattern: value == pattern, False),
-    "StringNotEquals": (lambda value, pattern: value == pattern, True),
-    "StringEqualsIgnoreCase": (lambda value, pattern: value.lower() == pattern.lower(), False),
-    "StringLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, False),
-    "StringNotLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, True),
-    "ArnEquals": (lambda value, pattern: value == pattern, False),
-    "ArnLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, False),
-    "Bool": (lambda value, pattern: value.lower() == pattern.lower(), False),
-}
 
 
 class UnsupportedPolicy(ValueError):
@@ -37,6 +26,19 @@ def _glob(pattern: str, ignore_case: bool) -> re.Pattern[str]:
     if "${" in pattern:
         raise UnsupportedPolicy(f"policy variable in {pattern!r}")
     return re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
+
+
+# operator -> (test of one value against one pattern, negated?)
+STRING_OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+    "StringEquals": (lambda value, pattern: value == pattern, False),
+    "StringNotEquals": (lambda value, pattern: value == pattern, True),
+    "StringEqualsIgnoreCase": (lambda value, pattern: value.lower() == pattern.lower(), False),
+    "StringLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, False),
+    "StringNotLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, True),
+    "ArnEquals": (lambda value, pattern: value == pattern, False),
+    "ArnLike": (lambda value, pattern: _glob(pattern, False).fullmatch(value) is not None, False),
+    "Bool": (lambda value, pattern: value.lower() == pattern.lower(), False),
+}
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tests.support.cfn_yaml import load_cfn_yaml
 
 from .actions import Where
 
@@ -34,30 +34,9 @@ class _NoValue:
 NO_VALUE = _NoValue()
 
 
-class CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short tags read as their long forms."""
-
-
-def _construct(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-        if name == "Fn::GetAtt":
-            value = value.split(".", 1)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {name: value}
-
-
-CfnLoader.add_multi_constructor("!", _construct)
-
-
 class Stack:
     def __init__(self, source: Path, transformed: dict[str, Any], parameters: Mapping[str, str]) -> None:
-        self.source: dict[str, Any] = yaml.load(source.read_text(encoding="utf-8"), Loader=CfnLoader)
+        self.source = load_cfn_yaml(source)
         self.template = transformed
         self.resources: dict[str, Any] = transformed["Resources"]
         self.parameters = {
@@ -158,7 +137,9 @@ class Stack:
                 url = self.bound.get(("GetAtt", logical, "FunctionUrl"))
                 if url is not None:
                     target = self.render(resource["Properties"]["TargetFunctionArn"])
-                    urls[url] = target if str(target).startswith("arn:") else self._arn_of(str(target), "AWS::Lambda::Function")
+                    urls[url] = (
+                        target if str(target).startswith("arn:") else self._arn_of(str(target), "AWS::Lambda::Function")
+                    )
         return urls
 
     # -- rendering --------------------------------------------------------------------------------
@@ -183,7 +164,7 @@ class Stack:
     def _value(self, node: Any) -> Any:
         if not isinstance(node, dict):
             return node
-        (key, argument), = node.items()
+        ((key, argument),) = node.items()
         if key == "Ref":
             return self._ref(argument)
         if key == "Fn::GetAtt":
@@ -191,7 +172,9 @@ class Stack:
         if key == "Fn::Sub":
             text, variables = (argument, {}) if isinstance(argument, str) else argument
             local = {name: self.render(value) for name, value in variables.items()}
-            return _SUB.sub(lambda m: str(local[m.group(1)] if m.group(1) in local else self._sub_name(m.group(1))), text)
+            return _SUB.sub(
+                lambda m: str(local[m.group(1)] if m.group(1) in local else self._sub_name(m.group(1))), text
+            )
         if key == "Fn::If":
             name, yes, no = argument
             return self.render(yes if self.condition(name) else no)
