@@ -21,14 +21,14 @@ class ServerConfig:
     VOICESTREAM_MODEL_DIR, VOICESTREAM_THREADS, VOICESTREAM_SYNTH_WORKERS, VOICESTREAM_LOG_LEVEL."""
 
     backend: str | None = None  # None: the engine package's default ($VOICESTREAM_BACKEND, else onnx)
-    # None: the backend chooses (torch takes CUDA when it can). "cuda": no GPU means no service
-    # (/ping stays 503 and the log says why) rather than a silent fall back to the CPU.
-    device: str | None = None
     model_dir: Path | None = None
     threads: int | None = None  # inference threads per synthesis
     # Syntheses that run at once across all sessions (each in its own worker thread).
     synth_workers: int = 2
     log_level: str = "INFO"
+    # None: the backend chooses (torch takes CUDA when it can). "cuda": no GPU means no service
+    # (/ping stays 503 and the log says why) rather than a silent fall back to the CPU.
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if self.synth_workers < 1:
