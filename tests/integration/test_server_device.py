@@ -16,16 +16,14 @@ import time
 
 import httpx
 import pytest
-from websockets.asyncio.client import connect
-
 from tests.support.server import LiveServer, start_server
 from tests.support.session_client import next_frame, send_json
+from websockets.asyncio.client import connect
+
 from voicestream.protocol import Limits
 from voicestream.server import create_app, engine_factory
 from voicestream.server.config import ServerConfig
 from voicestream.server.logs import capture_json_logs
-
-BIDI = "/invocations-bidirectional-stream"
 
 
 def test_a_device_the_backend_cannot_use_keeps_ping_at_503_and_says_why() -> None:
