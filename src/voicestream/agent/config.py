@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from voicestream.client import BidiSession
 
@@ -36,6 +37,9 @@ class SpeakConfig:
     close_timeout_s: float = 3.0
     service: str = "voicestream-speak"
     metrics_namespace: str = "voicestream"
+    # The HTTP/2 client of each SageMaker session (None: the SDK's awscrt one); tests put a
+    # fake of SageMaker's service here, as the validate and benchmark tasks' tests do.
+    sagemaker_http_client: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
         if bool(self.kokoro_ws_url) == bool(self.sagemaker_endpoint):
@@ -66,9 +70,11 @@ class SpeakConfig:
                 url, connect_timeout=connect, silence_timeout=silence, close_timeout=close
             )
         assert endpoint and region  # checked in __post_init__
+        http_client = self.sagemaker_http_client
         return lambda: BidiSession.sagemaker(
-            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-        )
+            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close,
+            **({"http_client": http_client()} if http_client else {}),
+        )  # fmt: skip
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SpeakConfig:
