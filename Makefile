@@ -97,7 +97,7 @@ lint: venv venv-checkov
 	$(VENV)/bin/mypy
 	# Security misconfigurations of the template; accepted findings are skipped where they occur,
 	# each with its reason (Metadata.checkov.skip in template.yaml, listed in docs/deploy.md).
-	$(VENV_CHECKOV)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet
+	$(VENV_CHECKOV)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
 # The browser test's npm packages (playwright-core; Chromium itself is Debian's, see .ci/run).
 BROWSER_DEPS := tests/browser/node_modules/.stamp
