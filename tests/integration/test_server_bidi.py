@@ -257,7 +257,7 @@ async def test_session_duration_limit(server_factory: ServerFactory) -> None:
                     assert frame.control is not None
                     frames.append(frame.control)
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
-            assert {"type": "pong"} in frames
+            assert {"type": "pong", "engine": "onnx", "device": "cpu"} in frames
             ending = [frame for frame in frames if frame["type"] != "pong"]
             assert [frame.get("code") or frame["type"] for frame in ending] == ["session_timeout", "session_closed"]
 

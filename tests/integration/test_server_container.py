@@ -52,7 +52,10 @@ def instructions(dockerfile: DockerfileParser, name: str) -> list[str]:
 
 
 def test_base_image_is_cuda_pytorch_2_10_or_later(dockerfile: DockerfileParser) -> None:
-    match = re.fullmatch(r"pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime", dockerfile.baseimage)
+    # BASE_REGISTRY defaults to Docker Hub (CodeBuild may point it at the stack's pull-through cache).
+    match = re.fullmatch(
+        r"docker\.io/pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime", dockerfile.baseimage
+    )
     assert match, dockerfile.baseimage
     assert (int(match[1]), int(match[2])) >= (2, 10)
 

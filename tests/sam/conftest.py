@@ -28,7 +28,9 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
+
+from tests.support.cfn_yaml import load_cfn_yaml
+from tests.support.sam_template import transform as transform_template
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "template.yaml"
@@ -57,31 +59,9 @@ def free_port() -> int:
         return port
 
 
-class CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short tags (!Ref, !Sub, ...) read as their long forms."""
-
-
-def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
-    value: Any
-    if isinstance(node, yaml.ScalarNode):
-        value = loader.construct_scalar(node)
-        if name == "Fn::GetAtt":
-            value = value.split(".", 1)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {name: value}
-
-
-CfnLoader.add_multi_constructor("!", _construct_tag)
-
-
 def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
     """template.yaml as written (before the SAM transform)."""
-    loaded: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=CfnLoader)  # a SafeLoader subclass
-    return loaded
+    return load_cfn_yaml(path)
 
 
 @pytest.fixture(scope="session")
@@ -104,17 +84,10 @@ Transform = Callable[..., dict[str, Any]]
 
 @pytest.fixture(scope="session")
 def transform(sam_env: dict[str, str]) -> Transform:
-    cache: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    """template.yaml (or another template) through the real SAM transform, cached per parameter set."""
 
     def run(template: Path = TEMPLATE, **parameters: str) -> dict[str, Any]:
-        key = (("template", str(template)), *sorted(parameters.items()))
-        if key not in cache:
-            args = [str(SAM_PYTHON), str(Path(__file__).with_name("sam_transform.py")), str(template)]
-            args += [f"{name}={value}" for name, value in parameters.items()]
-            result = subprocess.run(args, capture_output=True, text=True, env=sam_env, timeout=120, check=False)
-            assert result.returncode == 0, result.stderr
-            cache[key] = json.loads(result.stdout)
-        return cache[key]
+        return transform_template(template, **parameters)
 
     return run
 

@@ -6,7 +6,8 @@ state machines with their substitutions applied) and resolves every Ref/GetAtt/S
 It has no model for a few types (function URL, alarms, auto scaling, CodeBuild, bucket
 policies): those resources are left out, and a reference to one becomes the literal
 "<not-in-moto:LogicalId>"; functions lose their Layers (moto keeps none it did not publish);
-state machines get their DefinitionSubstitutions applied through Fn::Sub (moto ignores them).
+state machines lose their logging configuration and get their DefinitionSubstitutions applied
+through Fn::Sub (moto ignores them).
 
 moto's CloudFormation puts state machines in the Step Functions backend that does not execute
 (docs/platform-facts.md#sam); `make_executable` copies them, same name and definition, into the one that does.
@@ -70,6 +71,15 @@ def prune_for_moto(template: dict[str, Any]) -> dict[str, Any]:
     for resource in pruned["Resources"].values():
         if resource["Type"] == "AWS::StepFunctions::StateMachine":
             substitute_definition(resource["Properties"])
+            # moto's state machines keep no logging configuration, and its stack update fails to
+            # resolve the log group reference in it (test_template checks the configuration).
+            resource["Properties"].pop("LoggingConfiguration", None)
+        if resource["Type"] == "AWS::SageMaker::EndpointConfig":
+            # moto's enum of instance types predates ml.c7i (and ml.g5): it gets ml.c5.xlarge in
+            # place of a c7i type; the conditions and the model's environment see the real one.
+            for variant in resource["Properties"]["ProductionVariants"]:
+                if variant.get("InstanceType") == {"Ref": "InstanceType"}:
+                    variant["InstanceType"] = {"Fn::If": ["CpuInstance", "ml.c5.xlarge", {"Ref": "InstanceType"}]}
         if resource["Type"] == "AWS::Lambda::Function":
             # moto drops layers it did not publish, and its stack update breaks on a layer Ref.
             resource["Properties"].pop("Layers", None)

@@ -41,7 +41,14 @@ from voicestream.aws.deploy.commands import (
 )
 from voicestream.aws.deploy.errors import DeployError
 from voicestream.aws.deploy.execution import format_report, run_state_machine
-from voicestream.aws.deploy.image import CONTEXT_KEY, build_context, build_with_codebuild, image_exists
+from voicestream.aws.deploy.image import (
+    CONTEXT_KEY,
+    build_context,
+    build_with_codebuild,
+    check_image_manifest,
+    docker_build_command,
+    image_exists,
+)
 from voicestream.aws.deploy.model import SHA256_METADATA, fetch_model, local_files, model_prefix, upload_model
 from voicestream.aws.deploy.pins import MODEL_REPO, MODEL_REVISION
 from voicestream.aws.deploy.stack import describe
@@ -185,6 +192,38 @@ def test_image_exists_reads_the_repository(stack: dict[str, str]) -> None:
     assert not image_exists(ecr, stack["RepositoryName"], "ctx-absent")
     with pytest.raises(DeployError, match="cannot read ECR repository"):
         image_exists(ecr, "no-such-repository", "ctx-present")
+
+
+def test_an_image_index_is_refused_with_the_fix(stack: dict[str, str]) -> None:
+    ecr = boto3.client("ecr", region_name=REGION)
+    repository = stack["RepositoryName"]
+    single = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+              "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
+                         "digest": "sha256:" + "a" * 64}, "layers": []}  # fmt: skip
+    # What `docker build` with BuildKit's default provenance attestation pushes: an index of
+    # the image and an attestation manifest.
+    index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "b" * 64, "size": 9,
+         "platform": {"architecture": "amd64", "os": "linux"}},
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:" + "c" * 64, "size": 9,
+         "platform": {"architecture": "unknown", "os": "unknown"}}]}  # fmt: skip
+    ecr.put_image(repositoryName=repository, imageManifest=json.dumps(single), imageTag="ctx-single")
+    ecr.put_image(repositoryName=repository, imageManifest=json.dumps(index), imageTag="ctx-index")
+
+    assert check_image_manifest(ecr, repository, "ctx-single") == "application/vnd.docker.distribution.manifest.v2+json"
+    with pytest.raises(DeployError, match=r"image index .*--platform linux/amd64 --provenance=false"):
+        check_image_manifest(ecr, repository, "ctx-index")
+    with pytest.raises(DeployError, match="cannot read the manifest"):
+        check_image_manifest(ecr, repository, "ctx-absent")
+
+
+def test_local_builds_make_one_amd64_manifest() -> None:
+    buildx = docker_build_command("r/i:t", buildx=True)
+    assert buildx[:3] == ["docker", "buildx", "build"]
+    assert {"--provenance=false", "--sbom=false", "--load"} <= set(buildx)
+    assert buildx[buildx.index("--platform") + 1] == "linux/amd64"
+    classic = docker_build_command("r/i:t", buildx=False)  # the classic builder adds no attestations
+    assert classic[:2] == ["docker", "build"] and classic[classic.index("--platform") + 1] == "linux/amd64"
 
 
 def test_codebuild_builds_the_uploaded_context_version(stack: dict[str, str]) -> None:
@@ -388,7 +427,10 @@ def endpoint_stack(aws: None, transform: Transform, monkeypatch: pytest.MonkeyPa
     EndpointName), so the endpoint the state machines address is made under its real name."""
     for key, value in {"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "voicestream"}.items():
         monkeypatch.setenv(key, value)
-    parameters = {**MOTO_PARAMETERS, "ImageTag": "ctx-0123", "ModelDataPrefix": "kokoro-82m/f3ff3571791e/"}
+    # The local server runs onnx on the CPU: the stack says so (a c7i endpoint), so deploy-validate
+    # expects the device the server reports.
+    parameters = {"InstanceType": "ml.c7i.xlarge", "EngineBackend": "onnx", "ImageTag": "ctx-0123",
+                  "ModelDataPrefix": "kokoro-82m/f3ff3571791e/"}  # fmt: skip
     created = create_stack(
         boto3.client("cloudformation", region_name=REGION), boto3.client("s3", region_name=REGION),
         STACK, transform(**parameters), parameters,
@@ -430,7 +472,7 @@ def test_validate_command_runs_the_stacks_deploy_validate(
         assert validate(Settings(stack_name=STACK, region=REGION), lines) == 0
     marks = {line.split()[1]: line.split()[0] for line in lines if line.strip().startswith(("PASS", "FAIL"))}
     assert marks == {
-        "bidi_connect": "PASS", "bidi_three_sentences": "PASS", "bidi_malformed_message": "PASS",
+        "bidi_connect": "PASS", "bidi_three_sentences": "PASS", "bidi_device": "PASS", "bidi_malformed_message": "PASS",
         "invocations_stream": "PASS",
     }  # fmt: skip
 

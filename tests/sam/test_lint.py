@@ -8,12 +8,13 @@ test proves that this pipeline catches what the plain lint let through.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.sam.conftest import REPO, SAM, TEMPLATE, VENV_SAM, Transform
+from tests.sam.conftest import REPO, SAM, TEMPLATE, VENV_SAM, Transform, load_template
 
 CFN_LINT = VENV_SAM / "bin" / "cfn-lint"
 # Parameter sets that switch every condition: first deploy (no endpoint), endpoint on, public URL.
@@ -59,3 +60,16 @@ def test_transform_then_lint_catches_what_the_plain_lint_misses(
     result = cfn_lint(output, sam_env)
     assert result.returncode != 0
     assert "python3.99" in result.stdout
+
+
+def test_every_accepted_checkov_finding_says_why() -> None:
+    """checkov runs in `make lint`; what it may not report is skipped at the resource, with a reason."""
+    skips = [
+        (name, skip)
+        for name, resource in load_template()["Resources"].items()
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    ]
+    assert len(skips) >= 20, skips
+    for name, skip in skips:
+        assert re.fullmatch(r"CKV2?_AWS_\d+", skip["id"]), (name, skip)
+        assert len(skip.get("comment", "").split()) >= 6, f"{name}: {skip['id']} needs a one-line reason"

@@ -12,6 +12,11 @@ aws-sdk integrations from its backends. What this file bridges:
   also throttle an invoke (429 TooManyRequestsException), as the Lambda service does.
 - Executions run on moto's worker thread; `Executions.run()` waits for the end (a safety bound,
   not a timing assertion) and returns the description plus the event history.
+- IAM, which moto does not evaluate: `iam_audit` checks every AWS call of a test against the
+  role the SAM-transformed template gives its caller (tests/support/iam). A handler's calls run
+  as its function's role and are refused with AccessDenied when the role lacks them, as AWS
+  would; each state machine's task calls (from its execution history) as the machine's role.
+  The test then fails with every missing grant listed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import re
 import threading
 import time
@@ -37,6 +43,11 @@ from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
 
+from tests.support.iam.audit import IamAudit
+from tests.support.iam.calls import ApiCall, acting_as, gate
+from tests.support.iam.stack import Stack
+from tests.support.sam_template import audited_template, transform
+
 REPO = Path(__file__).resolve().parents[2]
 STATEMACHINES = REPO / "statemachines"
 FUNCTIONS = REPO / "functions"
@@ -47,6 +58,8 @@ ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{ROLE_NAME}"
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 # An execution that runs longer than this is stuck; it fails the test with its history.
 EXECUTION_BOUND_S = 600.0
+# The stack the IAM audit renders: endpoint deployed, on the default (GPU) instance type.
+AUDITED_PARAMETERS = {"ImageTag": "ctx-0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"}
 
 
 def render(name: str, substitutions: Mapping[str, str]) -> str:
@@ -74,6 +87,14 @@ def load_handler_module(function: str) -> ModuleType:
 
 def function_arn(name: str) -> str:
     return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+
+
+def principal_of(handler: Callable[[Any, Any], Any]) -> str:
+    """`function:<dir>` for the handler of functions/<dir>/app.py (see load_handler_module)."""
+    module = str(getattr(handler, "__module__", ""))
+    if not (module.startswith("functions_") and module.endswith("_app")):
+        raise ValueError(f"{handler!r} is not a handler loaded from functions/<name>/app.py")
+    return "function:" + module.removeprefix("functions_").removesuffix("_app")
 
 
 @dataclass
@@ -111,6 +132,7 @@ class LambdaRouter:
 
     def __init__(self) -> None:
         self.handlers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.principals: dict[str, str] = {}
         self.invocations: list[Invocation] = []
         self._throttles: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -128,6 +150,7 @@ class LambdaRouter:
             Code={"ZipFile": buffer.getvalue()},
         )
         self.handlers[name] = handler
+        self.principals[name] = principal_of(handler)
         return function_arn(name)
 
     def throttle(self, name: str, times: int) -> None:
@@ -148,7 +171,9 @@ class LambdaRouter:
         self.invocations.append(invocation)
         context = LambdaContext(function_name=name, invoked_function_arn=function_arn(name))
         try:
-            result = self.handlers[name](event, context)
+            principal = self.principals.get(name) or principal_of(self.handlers[name])
+            with acting_as(principal):  # its calls are audited as its role's
+                result = self.handlers[name](event, context)
         except Exception as exc:  # the Lambda runtime reports every exception the same way
             invocation.error = type(exc).__name__
             payload = {
@@ -195,7 +220,40 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def lambdas(aws: None, monkeypatch: pytest.MonkeyPatch) -> LambdaRouter:
+def iam_audit(aws: None) -> Iterator[IamAudit]:
+    """Every AWS call of the test checked against the template's roles (see the module doc)."""
+    stack = Stack(audited_template(), transform(audited_template(), **AUDITED_PARAMETERS), AUDITED_PARAMETERS)
+    # VOICESTREAM_IAM_ENFORCE=0: record only (every missing grant of a run listed at once, none refused).
+    audit = IamAudit(stack, enforce=os.environ.get("VOICESTREAM_IAM_ENFORCE", "1") != "0")
+    with gate(audit):
+        yield audit
+    for machine_arn, name in audit.machines.items():
+        for call in state_machine_calls(machine_arn, f"statemachine:{name}"):
+            audit.record(call)
+    used = os.environ.get("VOICESTREAM_IAM_USED")  # a file to append role -> actions used (grant reviews)
+    if used:
+        with open(used, "a", encoding="utf-8") as out:
+            out.write(json.dumps({role: sorted(actions) for role, actions in audit.actions_used().items()}) + "\n")
+    violations = audit.violations()
+    assert not violations, "calls the template's roles do not allow:\n" + "\n".join(map(str, violations))
+
+
+def state_machine_calls(machine_arn: str, principal: str) -> Iterator[ApiCall]:
+    """The service calls a machine's executions made (its Task states), from their histories."""
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    for execution in sfn.list_executions(stateMachineArn=machine_arn)["executions"]:
+        history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+        for event in history:
+            if event["type"] != "TaskScheduled":
+                continue
+            details = event["taskScheduledEventDetails"]
+            service = details["resourceType"].removeprefix("aws-sdk:")
+            operation = details["resource"][0].upper() + details["resource"][1:]
+            yield ApiCall(principal, service, operation, json.loads(details["parameters"]))
+
+
+@pytest.fixture
+def lambdas(iam_audit: IamAudit, monkeypatch: pytest.MonkeyPatch) -> LambdaRouter:
     router = LambdaRouter()
 
     def invoke(
@@ -237,15 +295,19 @@ class Execution:
 
 
 class Executions:
-    """Creates state machines from the real ASL files and runs executions to the end."""
+    """Creates state machines from the real ASL files and runs executions to the end. Each
+    machine's substitutions tell the IAM audit which names the test gave the stack's resources."""
 
-    def __init__(self) -> None:
+    def __init__(self, audit: IamAudit) -> None:
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.audit = audit
 
     def create(self, name: str, substitutions: Mapping[str, str]) -> str:
         answer = self.sfn.create_state_machine(
             name=f"{name}-{uuid.uuid4().hex[:8]}", definition=render(name, substitutions), roleArn=ROLE_ARN
         )
+        self.audit.stack.bind_substitutions(name, substitutions)
+        self.audit.machines[str(answer["stateMachineArn"])] = name
         return str(answer["stateMachineArn"])
 
     def start(self, machine_arn: str, payload: Mapping[str, Any] | None = None) -> str:
@@ -297,5 +359,5 @@ class Executions:
 
 
 @pytest.fixture
-def executions(aws: None) -> Executions:
-    return Executions()
+def executions(iam_audit: IamAudit) -> Executions:
+    return Executions(iam_audit)

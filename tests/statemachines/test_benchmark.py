@@ -16,6 +16,8 @@ from botocore.credentials import Credentials
 from tests.statemachines.conftest import REGION, Executions, LambdaRouter, load_handler_module
 from tests.statemachines.sigv4 import RequireSigV4
 from tests.support.fake_sagemaker import FakeSageMakerRuntime
+from tests.support.iam.audit import IamAudit
+from tests.support.iam.function_url import FunctionUrlIam
 from tests.support.server import LiveServer, start_server
 from voicestream.aws.tasks.benchmark import Benchmarker
 from voicestream.speak.app import create_app as create_speak_app
@@ -35,10 +37,12 @@ def _credentials() -> dict[str, str]:
 
 
 @pytest.fixture
-def speak_url(aws: None, kokoro_server: LiveServer) -> Iterator[tuple[str, list[str]]]:
-    """The real speak app (talking to the real Kokoro server) behind a SigV4 check."""
+def speak_url(iam_audit: IamAudit, kokoro_server: LiveServer) -> Iterator[tuple[str, list[str]]]:
+    """The real speak app (talking to the real Kokoro server) behind a SigV4 check and the IAM
+    check of a function URL; its only caller in these tests is the benchmark function."""
     app = create_speak_app(SpeakConfig(kokoro_ws_url=kokoro_server.ws_url))
     rejections: list[str] = []
+    app.add_middleware(FunctionUrlIam, caller="function:benchmark")
     app.add_middleware(RequireSigV4, secrets=_credentials, region=REGION, service="lambda", rejections=rejections)
     with start_server(app, wait_ready=False) as server:
         yield server.http_url, rejections

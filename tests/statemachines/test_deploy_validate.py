@@ -100,12 +100,16 @@ def sagemaker_in_front_of(server: LiveServer, kokoro_server: LiveServer) -> Iter
         yield EndpointValidator(http_client_factory=bidi.connection, runtime_client=runtime), (bidi, stream)
 
 
-def _machine(executions: Executions, lambdas: LambdaRouter, validator: EndpointValidator) -> str:
+def _machine(
+    executions: Executions, lambdas: LambdaRouter, validator: EndpointValidator, expected_device: str = "cpu"
+) -> str:
     module = load_handler_module("validate")
     # The handler's one dependency, pointed at the fake SageMaker in front of a real server.
     setattr(module, "validator", validator)  # noqa: B010
     arn = lambdas.add("voicestream-validate", module.handler)
-    return executions.create("deploy_validate", {"EndpointName": ENDPOINT, "ValidateFunctionArn": arn})
+    # The local server runs the onnx engine on the CPU: as the template says for an ml.c7i endpoint.
+    substitutions = {"EndpointName": ENDPOINT, "ValidateFunctionArn": arn, "ExpectedDevice": expected_device}
+    return executions.create("deploy_validate", substitutions)
 
 
 @pytest.fixture
@@ -127,8 +131,11 @@ def test_passes_against_the_real_kokoro_server(
     assert result.output["endpoint_status"] == "InService"
     assert report["passed"] is True, report["cause"]
     checks = {c["name"]: c for c in report["checks"]}
-    assert list(checks) == ["bidi_connect", "bidi_three_sentences", "bidi_malformed_message", "invocations_stream"]
+    assert list(checks) == [
+        "bidi_connect", "bidi_three_sentences", "bidi_device", "bidi_malformed_message", "invocations_stream"
+    ]  # fmt: skip
     assert all(c["passed"] for c in checks.values())
+    assert checks["bidi_device"]["data"] == {"engine": "onnx", "device": "cpu", "expected_device": "cpu"}
     sentences = checks["bidi_three_sentences"]["data"]["sentences"]
     assert len(sentences) == 3
     assert all(s["audio_ms"] > 500 and s["audio_bytes"] > 0 for s in sentences)
@@ -225,3 +232,21 @@ def test_a_missing_endpoint_fails_with_sagemakers_message(
     assert result.cause is not None
     assert "deploy-validate stopped" in result.cause
     assert f"Could not find endpoint 'arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{ENDPOINT}'" in result.cause
+
+
+def test_fails_with_a_clear_cause_when_the_server_is_not_on_the_expected_device(
+    endpoint: Any, real_endpoint: tuple[EndpointValidator, Any], executions: Executions, lambdas: LambdaRouter
+) -> None:
+    # What a GPU endpoint whose container fell back to the CPU looks like from outside: it
+    # speaks (every other check passes), but on the wrong device.
+    validator, _ = real_endpoint
+    machine = _machine(executions, lambdas, validator, expected_device="cuda")
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "FAILED", result.describe()
+    assert result.error == "EndpointValidationFailed"
+    assert result.cause is not None
+    assert "bidi_device: the server synthesizes with onnx on cpu, expected cuda" in result.cause
+    assert "InferenceAmiVersion" in result.cause
+    assert "4 of 5 checks passed" in result.cause

@@ -11,8 +11,15 @@ import boto3
 import pytest
 
 from tests.statemachines.conftest import REGION, ROLE_ARN, Executions, LambdaRouter, load_handler_module
+from tests.support.iam.audit import IamAudit
 
 KEYS = 1500
+# The stack the IAM audit renders is named "voicestream" (tests/support/iam/stack.py).
+STACK_TAGS = [{"Key": "voicestream:stack", "Value": "voicestream"}]
+SCALING = {
+    "ServiceNamespace": "sagemaker",
+    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+}
 
 
 @dataclass
@@ -80,10 +87,12 @@ def _deploy(lambdas: LambdaRouter, keys: int) -> Deployment:
         _image(ecr, d.repository, i, tag=f"v{i}" if i % 4 else None)
 
     sagemaker = boto3.client("sagemaker", region_name=REGION)
+    # Tagged as the template tags them: the teardown role may delete only its own stack's parts.
     sagemaker.create_model(
         ModelName=d.model,
         ExecutionRoleArn=ROLE_ARN,
         PrimaryContainer={"Image": f"123456789012.dkr.ecr.{REGION}.amazonaws.com/{d.repository}:v1"},
+        Tags=STACK_TAGS,
     )
     sagemaker.create_endpoint_config(
         EndpointConfigName=d.endpoint_config,
@@ -96,8 +105,9 @@ def _deploy(lambdas: LambdaRouter, keys: int) -> Deployment:
                 "InitialInstanceCount": 1,
             }
         ],
+        Tags=STACK_TAGS,
     )
-    sagemaker.create_endpoint(EndpointName=d.endpoint, EndpointConfigName=d.endpoint_config)
+    sagemaker.create_endpoint(EndpointName=d.endpoint, EndpointConfigName=d.endpoint_config, Tags=STACK_TAGS)
 
     module = load_handler_module("teardown")
     d.substitutions = {
@@ -139,6 +149,7 @@ def test_teardown_removes_everything_and_a_second_run_reports_it_gone(
 
     assert first.status == "SUCCEEDED", first.describe()
     report = first.output
+    assert report["scaling"] == {"scalable_targets": 0, "scaling_policies": 0}
     assert report["endpoint"] == {"status": "deleted"}
     assert report["endpoint_config"] == {"status": "deleted"}
     assert report["model"] == {"status": "deleted"}
@@ -223,3 +234,113 @@ def test_a_failing_step_fails_the_execution_with_a_readable_cause(
     assert result.cause is not None
     assert "teardown stopped (TeardownError)" in result.cause
     assert "needs a non-empty string 'repository'" in result.cause
+
+
+def _calls(audit: IamAudit, operation: str) -> list[int]:
+    """Positions of the teardown function's calls of `operation`, in the order they were made."""
+    return [
+        i for i, call in enumerate(audit.calls) if call.principal == "function:teardown" and call.operation == operation
+    ]
+
+
+def test_teardown_of_an_auto_scaled_endpoint_deregisters_its_scaling_first(
+    deployment: Deployment, executions: Executions, lambdas: LambdaRouter, iam_audit: IamAudit
+) -> None:
+    autoscaling = boto3.client("application-autoscaling", region_name=REGION)
+    variant = f"endpoint/{deployment.endpoint}/variant/AllTraffic"
+    autoscaling.register_scalable_target(ResourceId=variant, MinCapacity=1, MaxCapacity=2, **SCALING)
+    autoscaling.put_scaling_policy(
+        PolicyName="voicestream-kokoro-concurrent-requests",
+        ResourceId=variant,
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 4.0,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+        **SCALING,
+    )
+    # Another endpoint's scaling is not ours to touch.
+    other = "endpoint/someone-elses/variant/AllTraffic"
+    autoscaling.register_scalable_target(ResourceId=other, MinCapacity=1, MaxCapacity=3, **SCALING)
+    machine = executions.create("teardown", deployment.substitutions)
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "SUCCEEDED", result.describe()
+    assert result.output["scaling"] == {"scalable_targets": 1, "scaling_policies": 1}
+    assert result.output["endpoint"] == {"status": "deleted"}
+    left = autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert [target["ResourceId"] for target in left] == [other]
+    assert (
+        autoscaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=variant)["ScalingPolicies"] == []
+    )
+    # As SageMaker requires: the scaling is gone before the endpoint delete is asked for.
+    (policy,), (deregistered,), (deleted,) = (
+        _calls(iam_audit, op) for op in ("DeleteScalingPolicy", "DeregisterScalableTarget", "DeleteEndpoint")
+    )
+    assert policy < deregistered < deleted
+
+    again = executions.run(machine, FAST)
+
+    assert again.status == "SUCCEEDED", again.describe()
+    assert again.output["scaling"] == {"scalable_targets": 0, "scaling_policies": 0}
+
+
+def test_parts_the_stack_never_deployed_are_skipped(
+    deployment: Deployment, executions: Executions, lambdas: LambdaRouter, iam_audit: IamAudit
+) -> None:
+    # The template passes this placeholder when ImageTag/ModelDataPrefix were never set.
+    substitutions = {**deployment.substitutions, "EndpointConfigName": "not-deployed", "ModelName": "not-deployed"}
+    machine = executions.create("teardown", substitutions)
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "SUCCEEDED", result.describe()
+    assert result.output["endpoint_config"] == {"status": "not_deployed"}
+    assert result.output["model"] == {"status": "not_deployed"}
+    assert "DeleteEndpointConfig" not in result.entered() and "DeleteModel" not in result.entered()
+    assert _calls(iam_audit, "DeleteEndpointConfig") == _calls(iam_audit, "DeleteModel") == []
+
+
+def test_access_denied_for_a_part_that_is_gone_is_confirmed_by_describe(
+    deployment: Deployment, executions: Executions, lambdas: LambdaRouter, iam_audit: IamAudit
+) -> None:
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    sagemaker.delete_endpoint(EndpointName=deployment.endpoint)
+    sagemaker.delete_endpoint_config(EndpointConfigName=deployment.endpoint_config)
+    sagemaker.delete_model(ModelName=deployment.model)
+    machine = executions.create("teardown", deployment.substitutions)
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "SUCCEEDED", result.describe()
+    assert result.output["endpoint_config"] == {"status": "already_gone"}
+    assert result.output["model"] == {"status": "already_gone"}
+    # IAM answered AccessDenied (a missing part has no stack tag), as AWS does; Describe then
+    # found nothing. Those refusals are AWS's behaviour, not a missing grant.
+    refused = {violation.call.operation for violation in iam_audit.refused_absent}
+    assert refused == {"DeleteEndpointConfig", "DeleteModel"}
+    for delete, describe in (("DeleteEndpointConfig", "DescribeEndpointConfig"), ("DeleteModel", "DescribeModel")):
+        assert _calls(iam_audit, delete)[0] < _calls(iam_audit, describe)[0]
+
+
+def test_access_denied_for_a_part_that_exists_fails_with_the_reason(
+    deployment: Deployment, executions: Executions, lambdas: LambdaRouter, iam_audit: IamAudit
+) -> None:
+    # A config of the same name that is not this stack's (no tag): the teardown must not delete it.
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    arn = sagemaker.describe_endpoint_config(EndpointConfigName=deployment.endpoint_config)["EndpointConfigArn"]
+    sagemaker.delete_tags(ResourceArn=arn, TagKeys=["voicestream:stack"])
+    machine = executions.create("teardown", deployment.substitutions)
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "FAILED", result.describe()
+    assert result.cause is not None
+    assert f"deleting endpoint config '{deployment.endpoint_config}' was denied although it exists" in result.cause
+    assert "tagged voicestream:stack" in result.cause
+    assert sagemaker.describe_endpoint_config(EndpointConfigName=deployment.endpoint_config)
+    # The audit saw the refusal; it is the expected outcome here, so it does not fail the test.
+    (violation,) = iam_audit.refused
+    assert violation.call.operation == "DeleteEndpointConfig"
+    iam_audit.refused.clear()

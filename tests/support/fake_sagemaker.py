@@ -53,6 +53,8 @@ from smithy_json import JSONCodec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 
+from tests.support.iam.calls import record_transport_call
+
 _SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
 _EVENT_STREAM_HASH = "STREAMING-AWS4-HMAC-SHA256-EVENTS"
 _CODEC = JSONCodec()
@@ -157,6 +159,13 @@ class FakeSageMakerRuntime:
         except SignatureMismatch as exc:
             self.rejections.append(str(exc))
             return _error_response(403, "InvalidSignatureException", str(exc)), None
+        # IAM, which the service checks after the signature (tests/support/iam: when a test audits).
+        refused = record_transport_call(
+            "sagemaker", "InvokeEndpointWithBidirectionalStream", {"EndpointName": record.endpoint_name}
+        )
+        if refused is not None:
+            self.rejections.append(refused)
+            return _error_response(403, "AccessDeniedException", refused), None
         model_url = self.endpoints.get(record.endpoint_name)
         if model_url is None:
             message = f"Endpoint {record.endpoint_name} not found."

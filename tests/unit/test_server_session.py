@@ -139,7 +139,7 @@ async def test_bad_input_is_one_coded_error_and_the_session_goes_on(
     error = await talk.until("error")
     assert error["code"] == code and error["message"]
     talk.send({"type": "ping"})
-    assert await talk.until("pong") == {"type": "pong"}
+    assert await talk.until("pong") == {"type": "pong", "engine": "tone", "device": "cpu"}
     talk.send({"type": "synthesize", "text": "Still here.", "request_id": "after"})
     await talk.until("synthesis_complete", "after")
 

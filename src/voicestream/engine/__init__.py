@@ -33,10 +33,16 @@ __all__ = [
 ]
 
 
-def create_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+def create_engine(
+    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, device: str | None = None
+) -> SpeechEngine:
     """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
-    `threads` None: the engine's default."""
+    `threads` None: the engine's default. `device` None lets the backend choose (torch: CUDA when
+    available); "cuda" makes loading fail when CUDA is not usable, instead of quietly running on
+    the CPU."""
     if backend == "onnx":
+        if device not in (None, "cpu"):
+            raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
         from voicestream.engine.onnx import OnnxEngine
 
         return OnnxEngine(model_dir=model_dir, threads=threads)
@@ -44,12 +50,14 @@ def create_engine(backend: Backend = "onnx", model_dir: Path | None = None, thre
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch import TorchEngine
 
-        return TorchEngine(model_dir=model_dir, threads=threads)
+        return TorchEngine(model_dir=model_dir, device=device, threads=threads)
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def load_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+def load_engine(
+    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, device: str | None = None
+) -> SpeechEngine:
     """Create and load an engine: weights verified and loaded, G2P warmed."""
-    engine = create_engine(backend, model_dir, threads)
+    engine = create_engine(backend, model_dir, threads, device)
     engine.load()
     return engine

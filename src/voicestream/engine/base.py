@@ -96,6 +96,7 @@ class SpeechEngine(abc.ABC):
 
     name: str = "engine"
     sample_rate: int = SAMPLE_RATE
+    device: str = "cpu"  # where inference runs once loaded ("cpu", "cuda", "cuda:1", ...)
 
     def __init__(self) -> None:
         self._loaded = False

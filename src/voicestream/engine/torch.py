@@ -89,7 +89,14 @@ class TorchEngine(SpeechEngine):
     def _resolve_device(self) -> str:
         device = self.requested_device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise EngineError(f"device {device!r} requested but CUDA is not available; use device='cpu'")
+            # Refuse instead of falling back: a GPU endpoint on the CPU passes every check but
+            # speaks several times slower, at GPU prices.
+            raise EngineError(
+                f"device {device!r} requested but CUDA is not available to torch {torch.__version__} "
+                f"(built for CUDA {torch.version.cuda}): no GPU is visible, or the NVIDIA driver is older "
+                "than that CUDA needs (on SageMaker: the endpoint config's InferenceAmiVersion, "
+                "docs/deploy.md). Set VOICESTREAM_DEVICE=cpu to run on the CPU on purpose."
+            )
         return device
 
     def voices(self) -> tuple[str, ...]:

@@ -1,6 +1,8 @@
 """The inference server's Starlette app: the routes SageMaker (and everyone else) calls.
 
-- GET|POST /ping: 200 once the engine is loaded and warmed up, 503 before (or if loading failed)
+- GET|POST /ping: 200 once the engine is loaded and warmed up (the body names the engine and the
+  device it runs on), 503 before, or for good if loading failed (the body and the log say why:
+  e.g. VOICESTREAM_DEVICE=cuda where torch sees no GPU)
 - POST /invocations: one text in, streamed audio out (invocations.py)
 - WS /invocations-bidirectional-stream: the persistent session (session.py)
 
@@ -32,7 +34,7 @@ from voicestream.wire.errors import ErrorCode, ErrorMessage
 async def ping(request: Request) -> JSONResponse:
     runtime: ServerRuntime = request.app.state.runtime
     if runtime.ready:
-        return JSONResponse({"status": "ready", "engine": runtime.engine.name})
+        return JSONResponse({"status": "ready", **runtime.identity()})
     body = {"status": runtime.readiness.value, "error": runtime.error}
     return JSONResponse(body, status_code=503)
 

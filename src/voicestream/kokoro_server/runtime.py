@@ -78,6 +78,10 @@ class ServerRuntime:
             raise RuntimeError("the engine is not ready")
         return self._engine
 
+    def identity(self) -> dict[str, str]:
+        """What the loaded engine is and where it runs: {"engine": "torch", "device": "cuda"}."""
+        return {"engine": self.engine.name, "device": self.engine.device}
+
     async def start(self) -> None:
         """Load the engine and run one warm-up synthesis; readiness tells how it went."""
         started = time.perf_counter()
@@ -92,6 +96,7 @@ class ServerRuntime:
         log_event(
             "engine_ready",
             engine=self._engine.name,
+            device=self._engine.device,
             load_ms=round((time.perf_counter() - started) * 1000, 1),
         )
 

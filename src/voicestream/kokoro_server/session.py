@@ -269,7 +269,7 @@ class ServerSession:
             elif isinstance(message, Cancel):
                 await self._cancel()
             elif isinstance(message, Ping):
-                await self._send_control(Pong())
+                await self._send_control(Pong(**self.runtime.identity()))
             elif isinstance(message, Close):
                 self._closing = True
                 log_event("close_requested", unfinished=len(self._pending))

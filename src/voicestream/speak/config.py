@@ -9,7 +9,9 @@ prompt is answered by replaying the canned agent reply (offline), at the replay 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from voicestream.env import ConfigError, Env
 from voicestream.kokoro_client import BidiSession
@@ -31,6 +33,9 @@ class SpeakConfig:
     close_timeout_s: float = 3.0
     service: str = "voicestream-speak"
     metrics_namespace: str = "voicestream"
+    # The HTTP/2 client of each SageMaker session (None: the SDK's awscrt one); tests put a
+    # fake of SageMaker's service here, as the validate and benchmark tasks' tests do.
+    sagemaker_http_client: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
         if bool(self.kokoro_ws_url) == bool(self.sagemaker_endpoint):
@@ -61,9 +66,11 @@ class SpeakConfig:
                 url, connect_timeout=connect, silence_timeout=silence, close_timeout=close
             )
         assert endpoint and region  # checked in __post_init__
+        http_client = self.sagemaker_http_client
         return lambda: BidiSession.sagemaker(
-            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-        )
+            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close,
+            **({"http_client": http_client()} if http_client else {}),
+        )  # fmt: skip
 
     @classmethod
     def from_env(cls, env: Env | None = None, *, kokoro_ws_url: str | None = None) -> SpeakConfig:

@@ -151,6 +151,11 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Pong:
+    """Answers `ping`. `engine` and `device` say what the server synthesizes with (e.g. "torch" on
+    "cuda"), so a client can check that an endpoint really runs where it was meant to."""
+
+    engine: str | None = None
+    device: str | None = None
     type: ClassVar[str] = "pong"
 
 

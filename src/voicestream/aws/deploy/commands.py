@@ -15,6 +15,7 @@ from voicestream.aws.deploy.image import (
     build_context,
     build_with_codebuild,
     build_with_docker,
+    check_image_manifest,
     docker_available,
     image_exists,
 )
@@ -74,6 +75,7 @@ def ensure_image(target: AwsTarget, stack: Stack, context: BuildContext, builder
     repository = stack.output("RepositoryName")
     if image_exists(ecr, repository, tag):
         progress(f"      {repository}:{tag} already in ECR")
+        check_image_manifest(ecr, repository, tag)
         return tag
     use_docker = builder == "docker" or (builder == "auto" and docker_available())
     if use_docker:
@@ -87,6 +89,7 @@ def ensure_image(target: AwsTarget, stack: Stack, context: BuildContext, builder
         )  # fmt: skip
     if not image_exists(ecr, repository, tag):
         raise DeployError(f"the build finished but {repository}:{tag} is not in ECR")
+    check_image_manifest(ecr, repository, tag)
     return tag
 
 

@@ -12,6 +12,7 @@ import base64
 import fnmatch
 import hashlib
 import io
+import json
 import shutil
 import subprocess
 import time
@@ -31,6 +32,18 @@ DOCKERFILE = "container/Dockerfile"
 DOCKERIGNORE = "container/Dockerfile.dockerignore"
 CONTEXT_KEY = "build/context.zip"  # where the CodeBuild project reads its source (template.yaml)
 TAG_PREFIX = "ctx-"
+# SageMaker runs x86_64 and takes one image manifest. BuildKit by default attaches a provenance
+# attestation, which turns the pushed tag into an image index: hence both flags, here and in
+# the CodeBuild buildspec (template.yaml).
+PLATFORM = "linux/amd64"
+SINGLE_IMAGE_MANIFESTS = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+)
+MANIFEST_LISTS = (
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,42 @@ def image_exists(ecr: Any, repository: str, tag: str) -> bool:
     return True
 
 
+def check_image_manifest(ecr: Any, repository: str, tag: str) -> str:
+    """The media type of the tag's manifest; DeployError when it is a list/index (SageMaker
+    rejects those: a multi-platform build, or BuildKit's provenance attestation)."""
+    try:
+        (image,) = ecr.batch_get_image(
+            repositoryName=repository,
+            imageIds=[{"imageTag": tag}],
+            acceptedMediaTypes=[*SINGLE_IMAGE_MANIFESTS, *MANIFEST_LISTS],
+        )["images"]
+    except (ClientError, ValueError) as error:
+        detail = error_message(error) if isinstance(error, ClientError) else "no such image"
+        raise DeployError(f"cannot read the manifest of {repository}:{tag}: {detail}") from None
+    manifest = json.loads(image["imageManifest"])
+    media_type = str(image.get("imageManifestMediaType") or manifest.get("mediaType") or "")
+    if media_type in MANIFEST_LISTS or "manifests" in manifest:
+        raise DeployError(
+            f"{repository}:{tag} is an image index ({media_type}), which SageMaker does not run: rebuild "
+            f"with `--platform {PLATFORM} --provenance=false` under a new tag (tags are immutable)"
+        )
+    return media_type
+
+
+def docker_build_command(image: str, buildx: bool) -> list[str]:
+    """`docker build` for SageMaker: one linux/amd64 manifest, no attestations (buildx), loaded
+    into the local image store for the push. The classic builder attaches no attestations."""
+    if buildx:
+        return ["docker", "buildx", "build", "--platform", PLATFORM, "--provenance=false", "--sbom=false", "--load",
+                "--file", DOCKERFILE, "--tag", image, "."]  # fmt: skip
+    return ["docker", "build", "--platform", PLATFORM, "--file", DOCKERFILE, "--tag", image, "."]
+
+
+def docker_has_buildx() -> bool:
+    probe = subprocess.run(["docker", "buildx", "version"], capture_output=True, timeout=60, check=False)
+    return probe.returncode == 0
+
+
 def docker_available(which: Callable[[str], str | None] = shutil.which) -> bool:
     docker = which("docker")
     if docker is None:
@@ -115,7 +164,7 @@ def build_with_docker(ecr: Any, context: BuildContext, repository_uri: str, tag:
     image = f"{repository_uri}:{tag}"
     commands = [
         (["docker", "login", "--username", user, "--password-stdin", registry], password),
-        (["docker", "build", "--file", DOCKERFILE, "--tag", image, "."], None),
+        (docker_build_command(image, docker_has_buildx()), None),
         (["docker", "push", image], None),
     ]
     for command, stdin in commands:

@@ -5,6 +5,11 @@ second run, or a run after a half-finished one, succeeds and says what it found.
 raises `TeardownError` with a message that names the resource and what AWS said, which the
 state machine turns into its failure cause. Throttling raises `ThrottledError` (retried there).
 
+Two things AWS does that moto does not: SageMaker refuses to delete an endpoint under auto
+scaling unless its scaling is deregistered (`deregister_scaling` runs first), and a delete that
+is only allowed for resources tagged with the stack answers AccessDenied for a name that does
+not exist (no resource, no tag): the step then asks Describe whether it is really gone.
+
 The clients are plain boto3 clients (`voicestream.aws.clients.client`), passed in so that the
 same code runs in Lambda and against moto in the tests.
 """
@@ -62,9 +67,25 @@ class RepositoryResult(TypedDict):
     deleted_images: int
 
 
+class ScalingResult(TypedDict):
+    endpoint: str
+    scalable_targets: int  # variants deregistered from Application Auto Scaling
+    scaling_policies: int  # policies deleted first
+
+
+# Application Auto Scaling's names for a SageMaker variant's instance count.
+SCALING_NAMESPACE = "sagemaker"
+SCALING_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+ACCESS_DENIED_CODES = frozenset({"AccessDeniedException", "AccessDenied"})
+
+
 def _not_found(exc: ClientError) -> bool:
     # SageMaker answers ValidationException "Could not find endpoint/model/... '<arn>'".
     return error_code(exc) == "ValidationException" and "could not find" in error_message(exc).lower()
+
+
+def _access_denied(exc: ClientError) -> bool:
+    return error_code(exc) in ACCESS_DENIED_CODES
 
 
 def _fail(what: str, exc: ClientError) -> TeardownError:
@@ -100,23 +121,106 @@ def delete_endpoint(sagemaker: Any, name: str) -> ResourceResult:
     return {"resource": "endpoint", "name": name, "status": "deleting"}
 
 
-def _delete_once(resource: str, name: str, delete: Callable[[], object]) -> ResourceResult:
-    """Run a synchronous SageMaker delete; "not found" means an earlier run already did it."""
+def _delete_once(
+    resource: str, name: str, delete: Callable[[], object], describe: Callable[[], object]
+) -> ResourceResult:
+    """Run a synchronous SageMaker delete; "not found" means an earlier run already did it.
+
+    AccessDenied is ambiguous under a tag-conditioned policy (a missing resource has no tag
+    either): `describe` tells which. Absent: already gone. Present: the denial is real."""
+    what = f"{resource.replace('_', ' ')} {name!r}"
     try:
         delete()
     except ClientError as exc:
         if _not_found(exc):
             return {"resource": resource, "name": name, "status": "already_gone"}
-        raise _fail(f"deleting {resource.replace('_', ' ')} {name!r}", exc) from exc
+        if not _access_denied(exc):
+            raise _fail(f"deleting {what}", exc) from exc
+        try:
+            describe()
+        except ClientError as probe:
+            if _not_found(probe):
+                return {"resource": resource, "name": name, "status": "already_gone"}
+            raise _fail(f"deleting {what} was denied ({error_message(exc)}) and describing it", probe) from probe
+        raise TeardownError(
+            f"deleting {what} was denied although it exists: {error_message(exc)} (the teardown may delete only "
+            "what is tagged voicestream:stack with this stack's name)"
+        ) from exc
     return {"resource": resource, "name": name, "status": "deleted"}
 
 
 def delete_endpoint_config(sagemaker: Any, name: str) -> ResourceResult:
-    return _delete_once("endpoint_config", name, lambda: sagemaker.delete_endpoint_config(EndpointConfigName=name))
+    return _delete_once(
+        "endpoint_config",
+        name,
+        lambda: sagemaker.delete_endpoint_config(EndpointConfigName=name),
+        lambda: sagemaker.describe_endpoint_config(EndpointConfigName=name),
+    )
 
 
 def delete_model(sagemaker: Any, name: str) -> ResourceResult:
-    return _delete_once("model", name, lambda: sagemaker.delete_model(ModelName=name))
+    return _delete_once(
+        "model",
+        name,
+        lambda: sagemaker.delete_model(ModelName=name),
+        lambda: sagemaker.describe_model(ModelName=name),
+    )
+
+
+# -- Application Auto Scaling ------------------------------------------------------------------
+
+
+def deregister_scaling(autoscaling: Any, endpoint: str) -> ScalingResult:
+    """Delete the scaling policies of every variant of `endpoint`, then deregister the variants.
+
+    SageMaker deletes an auto-scaled endpoint only when the caller may deregister its scaling,
+    and a deregistered variant keeps its instances: so this runs before `delete_endpoint`.
+    Nothing registered (a second run, an endpoint without scaling) is a success."""
+    prefix = f"endpoint/{endpoint}/variant/"
+    result: ScalingResult = {"endpoint": endpoint, "scalable_targets": 0, "scaling_policies": 0}
+    try:
+        targets = [
+            target
+            for page in autoscaling.get_paginator("describe_scalable_targets").paginate(
+                ServiceNamespace=SCALING_NAMESPACE
+            )
+            for target in page.get("ScalableTargets", [])
+            if target["ResourceId"].startswith(prefix) and target["ScalableDimension"] == SCALING_DIMENSION
+        ]
+    except ClientError as exc:
+        raise _fail(f"listing the auto scaling of endpoint {endpoint!r}", exc) from exc
+    for target in targets:
+        resource_id = target["ResourceId"]
+        scope = {
+            "ServiceNamespace": SCALING_NAMESPACE,
+            "ResourceId": resource_id,
+            "ScalableDimension": SCALING_DIMENSION,
+        }
+        try:
+            policies = [
+                policy["PolicyName"]
+                for page in autoscaling.get_paginator("describe_scaling_policies").paginate(**scope)
+                for policy in page.get("ScalingPolicies", [])
+            ]
+            for policy in policies:
+                if _scaling_call(autoscaling.delete_scaling_policy, PolicyName=policy, **scope):
+                    result["scaling_policies"] += 1
+            if _scaling_call(autoscaling.deregister_scalable_target, **scope):
+                result["scalable_targets"] += 1
+        except ClientError as exc:
+            raise _fail(f"deregistering the auto scaling of {resource_id}", exc) from exc
+    return result
+
+
+def _scaling_call(call: Callable[..., object], **arguments: str) -> bool:
+    """True when the call did it; False when it was already gone (a concurrent or earlier run)."""
+    try:
+        call(**arguments)
+    except ClientError as exc:
+        if error_code(exc) == "ObjectNotFoundException":
+            return False
+        raise
+    return True
 
 
 # -- S3 ----------------------------------------------------------------------------------------
@@ -248,6 +352,8 @@ def run_step(
     """One teardown step, chosen by `event["step"]`; the state machine passes names in the event.
     `time_left_s` is the invocation's remaining time (bounds how long a bucket is emptied)."""
     step = event.get("step")
+    if step == "deregister_scaling":
+        return deregister_scaling(clients["application-autoscaling"], _name(event, "endpoint_name"))
     if step == "delete_endpoint":
         return delete_endpoint(clients["sagemaker"], _name(event, "endpoint_name"))
     if step == "describe_endpoint":

@@ -7,9 +7,12 @@ binary frames. So the checks go through SageMaker itself with BINARY payloads:
 1. `bidi_connect`: one InvokeEndpointWithBidirectionalStream session opens.
 2. `bidi_three_sentences`: three sentences, pipelined on that session; each must get audio of a
    plausible length for its text and a `synthesis_complete` that agrees with the audio received.
-3. `bidi_malformed_message`: a non-JSON payload gets a structured `error` frame, and the same
+3. `bidi_device`: the server's `pong` names the device it synthesizes on, and it is the
+   expected one (`expected_device`: cuda on GPU instances). A GPU endpoint whose container
+   cannot use the GPU would otherwise pass every check while speaking slowly on the CPU.
+4. `bidi_malformed_message`: a non-JSON payload gets a structured `error` frame, and the same
    session still answers afterwards (a `ping` → `pong`).
-4. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
+5. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
    of a plausible length.
 
 The report says, per check, whether it passed, what it saw and how long it took; `cause` is one
@@ -39,6 +42,7 @@ DEFAULT_SENTENCES = (
 )
 DEFAULT_INVOCATION_TEXT = "Streaming through the invocations route works too."
 MALFORMED_PAYLOAD = b"{this is not json"
+EXPECTED_DEVICES = ("cpu", "cuda")
 # 16-bit mono PCM at the server's sample rate.
 PCM_BYTES_PER_MS = SAMPLE_RATE * 2 / 1000
 # Speech lasts roughly 50-90 ms per character; the bounds catch silence, truncation and babble.
@@ -60,12 +64,16 @@ class ValidationSettings:
     invocation_text: str = DEFAULT_INVOCATION_TEXT
     connect_timeout_s: float = 60.0
     silence_timeout_s: float = 60.0
+    expected_device: str | None = None  # None: the device is reported, not checked
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any], default_region: str) -> ValidationSettings:
         name = event.get("endpoint_name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"the event needs a non-empty 'endpoint_name', got {name!r}")
+        device = event.get("expected_device") or None
+        if device is not None and device not in EXPECTED_DEVICES:
+            raise ValueError(f"'expected_device' must be one of {', '.join(EXPECTED_DEVICES)}, got {device!r}")
         sentences = tuple(event.get("sentences") or DEFAULT_SENTENCES)
         if len(sentences) < 2 or not all(isinstance(s, str) and s.strip() for s in sentences):
             raise ValueError("'sentences' must be at least two non-empty strings")
@@ -76,6 +84,7 @@ class ValidationSettings:
             invocation_text=str(event.get("invocation_text") or DEFAULT_INVOCATION_TEXT),
             connect_timeout_s=float(event.get("connect_timeout_s", 60.0)),
             silence_timeout_s=float(event.get("silence_timeout_s", 60.0)),
+            expected_device=device,
         )
 
 
@@ -157,17 +166,53 @@ class EndpointValidator:
             await session.connect()
         except SessionError as exc:
             failed = Check("bidi_connect", False, str(exc), time.perf_counter() - started)
-            return [failed, *_not_run(("bidi_three_sentences", "bidi_malformed_message"), "the session did not open")]
+            never = ("bidi_three_sentences", "bidi_device", "bidi_malformed_message")
+            return [failed, *_not_run(never, "the session did not open")]
         checks = [Check("bidi_connect", True, "session open", time.perf_counter() - started)]
         try:
             checks.append(await self._three_sentences(session, settings.sentences))
-            if checks[-1].passed:
+            if not checks[-1].passed:
+                skipped = ("bidi_device", "bidi_malformed_message")
+                checks.extend(_not_run(skipped, "the sentences check failed first"))
+                return checks
+            # A wrong device fails the report, but the session still answers: go on.
+            checks.append(await self._device(session, settings.expected_device))
+            if checks[-1].data:
                 checks.append(await self._malformed_message(session))
             else:
-                checks.extend(_not_run(("bidi_malformed_message",), "the sentences check failed first"))
+                checks.extend(_not_run(("bidi_malformed_message",), "the session stopped answering"))
         finally:
             await session.close()
         return checks
+
+    async def _device(self, session: BidiSession, expected: str | None) -> Check:
+        """Where the server synthesizes, from its pong; a mismatch fails (all other checks still run)."""
+        started = time.perf_counter()
+        await session.ping()
+        pong: Pong | None = None
+        try:
+            async for event in session.events():
+                if isinstance(event, Pong):
+                    pong = event
+                    break
+        except SessionError as exc:
+            return Check("bidi_device", False, f"no pong: {exc}", time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        if pong is None:
+            return Check("bidi_device", False, "the session ended before a pong", seconds)
+        data = {"engine": pong.engine, "device": pong.device, "expected_device": expected}
+        if pong.device is None:
+            detail = "the server does not report its device (an image older than this check?)"
+            return Check("bidi_device", expected is None, detail, seconds, data)
+        where = f"{pong.engine} on {pong.device}"
+        # "cuda:1" is CUDA too; only the kind of device is the contract.
+        if expected is not None and pong.device.split(":", 1)[0] != expected:
+            detail = (
+                f"the server synthesizes with {where}, expected {expected}: on a GPU instance this means "
+                "the container cannot use the GPU (NVIDIA driver / InferenceAmiVersion, docs/deploy.md)"
+            )
+            return Check("bidi_device", False, detail, seconds, data)
+        return Check("bidi_device", True, where, seconds, data)
 
     async def _three_sentences(self, session: BidiSession, sentences: Sequence[str]) -> Check:
         started = time.perf_counter()
