@@ -2,8 +2,11 @@
 
 The tag is a hash of the build context (exactly the files container/Dockerfile.dockerignore
 lets in, and the Dockerfile), so an unchanged context is never rebuilt and a tag never names
-other bytes (the repository's tags are immutable). Local Docker builds when it is there;
-otherwise the stack's CodeBuild project builds the same context, uploaded to the model bucket.
+other bytes (the repository's tags are immutable). Local Docker with buildx builds when it is
+there; otherwise the stack's CodeBuild project builds the same context, uploaded to the model
+bucket. Both run the same `docker buildx build` (`buildx_command`): for linux/amd64 whatever
+the builder's machine is (an arm64 laptop included), and without provenance attestations,
+which would turn the pushed image into a manifest list.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ DOCKERFILE = "container/Dockerfile"
 DOCKERIGNORE = "container/Dockerfile.dockerignore"
 CONTEXT_KEY = "build/context.zip"  # where the CodeBuild project reads its source (template.yaml)
 TAG_PREFIX = "ctx-"
+PLATFORM = "linux/amd64"  # SageMaker's GPU instances
 
 
 @dataclass(frozen=True)
@@ -99,30 +103,43 @@ def image_exists(ecr: Any, repository: str, tag: str) -> bool:
     return True
 
 
+def buildx_command(image: str) -> list[str]:
+    """The production build, run from the repository root; pushes `image` when it is built."""
+    return [
+        "docker", "buildx", "build", "--platform", PLATFORM, "--provenance=false",
+        "--file", DOCKERFILE, "--tag", image, "--push", ".",
+    ]  # fmt: skip
+
+
 def docker_available(which: Callable[[str], str | None] = shutil.which) -> bool:
+    """A Docker engine answers and the CLI has buildx (Debian's docker.io 20.10, for one, has not)."""
     docker = which("docker")
     if docker is None:
         return False
-    probe = subprocess.run([docker, "info"], capture_output=True, timeout=60, check=False)
-    return probe.returncode == 0
+    for probe in ([docker, "info"], [docker, "buildx", "version"]):
+        if subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode != 0:
+            return False
+    return True
 
 
 def build_with_docker(ecr: Any, context: BuildContext, repository_uri: str, tag: str, progress: Progress) -> None:
-    """docker build + push, logged in to ECR with a token from the API (no AWS CLI needed)."""
+    """docker buildx build --push, logged in to ECR with a token from the API (no AWS CLI needed)."""
     token = ecr.get_authorization_token()["authorizationData"][0]
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
     registry = repository_uri.split("/", 1)[0]
-    image = f"{repository_uri}:{tag}"
     commands = [
         (["docker", "login", "--username", user, "--password-stdin", registry], password),
-        (["docker", "build", "--file", DOCKERFILE, "--tag", image, "."], None),
-        (["docker", "push", image], None),
+        (buildx_command(f"{repository_uri}:{tag}"), None),
     ]
     for command, stdin in commands:
-        progress(f"      {' '.join(command[:2])} ...")
-        result = subprocess.run(command, cwd=context.root, input=stdin, text=True, check=False)
+        name = " ".join(command[: 3 if command[1] == "buildx" else 2])
+        progress(f"      {name} ...")
+        try:
+            result = subprocess.run(command, cwd=context.root, input=stdin, text=True, check=False)
+        except FileNotFoundError:
+            raise DeployError("docker is not installed: install Docker, or deploy with --builder codebuild") from None
         if result.returncode != 0:
-            raise DeployError(f"`{' '.join(command[:2])}` failed (exit {result.returncode}); see its output above")
+            raise DeployError(f"`{name}` failed (exit {result.returncode}); see its output above")
 
 
 def build_with_codebuild(
