@@ -9,6 +9,7 @@
   with the model directory read-only at /opt/ml/model and a free port in VOICESTREAM_PORT;
   the container and its URL, /ping polled from the start (`readiness`).
 - `kokoro_container`: one such container on the real model, shared by the module's tests.
+- `sam_build`, `sam_env`, `moto_server`: the SAM tier's (tests/sam/conftest.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 from tests.container.engine import Container, DockerEngine, ensure_tools, run_detached
+from tests.sam.conftest import moto_server, sam_build, sam_env  # noqa: F401 (the SAM tier's fixtures, shared)
 from voicestream.deploy.local_image import LOCAL_TAG, build, run_command
 from voicestream.engine.assets import default_model_dir
 
