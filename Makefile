@@ -22,6 +22,8 @@ help:
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make lint    ruff + mypy"
+	@echo "make image   build the CPU server image voicestream-kokoro:local (local Debian base, ONNX engine; Docker)"
+	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, port VOICESTREAM_PORT"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -91,7 +93,7 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 
 .PHONY: test-unit
 test-unit: models $(BROWSER_DEPS)
-	$(VENV)/bin/pytest tests --ignore=tests/torch --ignore=tests/sam
+	$(VENV)/bin/pytest tests --ignore=tests/torch --ignore=tests/sam --ignore=tests/container
 
 .PHONY: test-torch
 test-torch: models venv-torch
@@ -103,8 +105,26 @@ test-torch: models venv-torch
 test-sam: models venv venv-sam
 	SAM_CLI_TELEMETRY=0 $(VENV)/bin/pytest tests/sam
 
+# The real image under a real Docker engine, and sam local invoke (tests/container/conftest.py):
+# as root on Debian the harness installs docker.io and debootstrap and starts dockerd itself;
+# elsewhere the tier is skipped with one line saying what is missing.
+.PHONY: test-container
+test-container: models venv venv-sam
+	SAM_CLI_TELEMETRY=0 $(VENV)/bin/pytest tests/container
+
 .PHONY: test
-test: lint test-unit test-torch test-sam
+test: lint test-unit test-torch test-sam test-container
+
+# The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
+# builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).
+DEBIAN_IMAGE ?=
+VOICESTREAM_PORT ?= 8080
+.PHONY: image run-image
+image: venv
+	$(PY) -m voicestream.deploy.local_image build $(if $(DEBIAN_IMAGE),--debian-image $(DEBIAN_IMAGE))
+
+run-image: image models
+	$(PY) -m voicestream.deploy.local_image run --port $(VOICESTREAM_PORT)
 
 .PHONY: build deploy destroy
 build: venv-sam

@@ -18,6 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent / "lambda"
 REPOSITORY = "voicestream-lambda-python"
+LABEL = "voicestream.test=lambda-emulation"  # the Dockerfile's, inherited by SAM's invoke images
 PYTHON_PREFIX = Path(sys.base_prefix)  # the real 3.12 (pyenv's), not a venv
 # Parts of the installation a Lambda runtime never imports; 230 MB of the 310.
 SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "__pycache__", "site-packages"}

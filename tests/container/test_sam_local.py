@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,11 @@ import boto3
 import pytest
 
 from tests.container.conftest import REPO, free_port
-from tests.container.engine import DockerEngine
+from tests.container.engine import DockerEngine, docker
+from tests.container.lambda_image import LABEL as LAMBDA_LABEL
 from tests.container.lambda_image import build as build_lambda_image
-from tests.container.sam_local import CONNECTION_FAILURE, Invocation, attempt, invoke, replay
-from tests.sam.conftest import AWS_TEST_ENV, EVENTS, REGION, RIC_DIR, SAM, event, require_sam
+from tests.container.sam_local import CONNECTION_FAILURE, Invocation, SamAttempt, attempt, invoke, replay
+from tests.sam.conftest import AWS_TEST_ENV, EVENTS, REGION, RIC_DIR, SAM, TASK_FUNCTIONS, event, require_sam
 from voicestream.deploy.local_image import debian_image
 from voicestream.tasks.validate import ValidationSettings
 
@@ -30,23 +32,40 @@ InvokeTask = Callable[..., Invocation]
 
 
 @pytest.fixture(scope="session")
-def lambda_image(docker_engine: DockerEngine) -> str:
+def lambda_image(docker_engine: DockerEngine) -> Iterator[str]:
     require_sam()
-    return build_lambda_image(debian_image(REPO), RIC_DIR)
+    yield build_lambda_image(debian_image(REPO), RIC_DIR)
+    # SAM rebuilds its invoke image on every invoke (the layer is in the template): drop the
+    # ones that a changed layer left untagged.
+    docker("image", "prune", "--force", "--filter", f"label={LAMBDA_LABEL}", timeout=120)
 
 
 @pytest.fixture(scope="session")
-def sam_local(sam_build: Path, sam_env: dict[str, str], lambda_image: str) -> InvokeTask:
-    """Invoke a task function (logical id) with an events/ file through `sam local invoke`."""
+def sam_attempts(sam_build: Path, sam_env: dict[str, str], lambda_image: str) -> dict[str, SamAttempt]:
+    """`sam local invoke` of every task function with its events/ file, all at once: SAM builds
+    its invoke image once and the others wait for that build (its own lock)."""
+    env = {**sam_env, **AWS_TEST_ENV}
+    template = sam_build / "template.yaml"
+    with ThreadPoolExecutor(len(TASK_FUNCTIONS)) as pool:
+        futures = {
+            function: pool.submit(attempt, SAM, function, template, EVENTS / f"{name}.json", lambda_image, env)
+            for name, function in TASK_FUNCTIONS.items()
+        }
+    return {function: future.result() for function, future in futures.items()}
+
+
+@pytest.fixture(scope="session")
+def sam_local(sam_attempts: dict[str, SamAttempt]) -> InvokeTask:
+    """The function's `sam local invoke` container, replayed on the host network, fed its event."""
 
     def run(function: str, event_name: str, extra_env: Mapping[str, str] | None = None) -> Invocation:
-        env = {**sam_env, **AWS_TEST_ENV}
-        sam = attempt(SAM, function, sam_build / "template.yaml", EVENTS / f"{event_name}.json", lambda_image, env)
+        sam = sam_attempts[function]
         # SAM gives up on the container's published port, and still exits 0.
         assert CONNECTION_FAILURE in sam.output and sam.returncode == 0, sam.output[-4000:]
         assert sam.container, f"SAM created no container:\n{sam.output[-4000:]}"
         config = sam.container["Config"]
         assert config["Image"].startswith("samcli/lambda-python:3.12-x86_64-")  # built FROM our image
+        assert f"AWS_LAMBDA_FUNCTION_NAME={function}" in config["Env"]
         assert {"Destination": "/var/task", "RW": False}.items() <= sam.container["Mounts"][0].items()
         port = free_port()
         container = replay(sam.container, f"voicestream-sam-{os.getpid()}-{event_name}", port, extra_env or {})

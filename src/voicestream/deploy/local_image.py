@@ -35,6 +35,7 @@ BASE_DOCKERFILE = "container/local/cpu-base.Dockerfile"
 DEBIAN_SCRIPT = "container/local/debian-image"
 MODEL_MOUNT = "/opt/ml/model"  # where SageMaker unpacks the model artifact
 CPU_BUILD_ARGS = {"EXTRAS": "engine", "BACKEND": "onnx"}
+TITLE_LABEL = "org.opencontainers.image.title=voicestream-kokoro"  # container/Dockerfile's
 BUILD_TIMEOUT_S = 1800.0
 
 
@@ -100,14 +101,26 @@ def context_tar(context: BuildContext) -> bytes:
     return buffer.getvalue()
 
 
+def require_engine() -> None:
+    try:
+        probe = subprocess.run(["docker", "info"], capture_output=True, timeout=60, check=False)
+    except FileNotFoundError:
+        raise DeployError("docker is not installed (Debian: apt-get install docker.io)") from None
+    if probe.returncode != 0:
+        raise DeployError("no Docker engine answers: start it (dockerd, or your Docker service) and try again")
+
+
 def build(root: Path, tag: str = LOCAL_TAG, debian: str | None = None) -> str:
     """Build the CPU image (all three steps); its name."""
+    require_engine()
     base = base_image(root, debian or debian_image(root))
     print(f"local_image: building {tag} on {base}", file=sys.stderr)
     build_args = [arg for name, value in {"BASE_IMAGE": base, **CPU_BUILD_ARGS}.items()
                   for arg in ("--build-arg", f"{name}={value}")]  # fmt: skip
     docker("build", "--network", "host", "--file", DOCKERFILE, *build_args, "--tag", tag, "-",
            stdin=context_tar(build_context(root)))  # fmt: skip
+    # The build the tag moved away from (untagged now) would otherwise pile up, one per change.
+    docker("image", "prune", "--force", "--filter", f"label={TITLE_LABEL}", timeout=120)
     return tag
 
 
