@@ -32,13 +32,20 @@ def tool(name: str) -> str:
     return found
 
 
-def test_hadolint_passes() -> None:
-    result = subprocess.run([tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True, check=False)
+# The production Dockerfile, the CPU image's local base, the Lambda emulation image of tests/container.
+DOCKERFILES = [DOCKERFILE, ROOT / "container/local/cpu-base.Dockerfile", ROOT / "tests/container/lambda/Dockerfile"]
+SCRIPTS = [SERVE, ROOT / "container/local/debian-image", ROOT / "tests/container/lambda/bootstrap"]
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_hadolint_passes(path: Path) -> None:
+    result = subprocess.run([tool("hadolint"), str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_shellcheck_passes_the_entrypoint() -> None:
-    result = subprocess.run([tool("shellcheck"), str(SERVE)], capture_output=True, text=True, check=False)
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_shellcheck_passes_the_scripts(path: Path) -> None:
+    result = subprocess.run([tool("shellcheck"), str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
