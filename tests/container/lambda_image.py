@@ -1,7 +1,8 @@
 """The Lambda emulation image (tests/container/lambda/Dockerfile), built with no registry.
 
 Its context is assembled here as a tar: the Dockerfile, this machine's CPython 3.12 (the
-interpreter behind the main venv, less its tests, static library, IDLE/Tk and site-packages),
+interpreter behind the main venv, its shared library and standard library, less the tests,
+static library, IDLE/Tk and site-packages),
 awslambdaric as `make venv-sam` installed it for Python 3.12 (.venv-sam/rie) and the
 bootstrap. The tag is a hash of all of it and of the Debian image: built only when missing.
 """
@@ -20,18 +21,21 @@ HERE = Path(__file__).parent / "lambda"
 REPOSITORY = "voicestream-lambda-python"
 LABEL = "voicestream.test=lambda-emulation"  # the Dockerfile's, inherited by SAM's invoke images
 PYTHON_PREFIX = Path(sys.base_prefix)  # the real 3.12 (pyenv's), not a venv
-# Parts of the installation a Lambda runtime never imports; 230 MB of the 310.
-SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "__pycache__", "site-packages"}
+# Only the interpreter, its shared library and its standard library: a prefix may be /usr.
+PYTHON_PARTS = ("bin/python3.12", "lib/libpython3.12*", "lib/python3.12")
+# Parts of the standard library a Lambda runtime never imports; 230 MB of pyenv's 310.
+SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "__pycache__", "site-packages", "dist-packages"}
 SKIPPED_PREFIXES = ("config-3.",)  # libpython3.12.a and the build's Makefile
 
 
 def python_files(prefix: Path = PYTHON_PREFIX) -> Iterator[Path]:
-    for path in sorted(prefix.rglob("*")):
-        parts = path.relative_to(prefix).parts
-        if any(part in SKIPPED or part.startswith(SKIPPED_PREFIXES) for part in parts):
-            continue
-        if path.is_file() or path.is_symlink():
-            yield path
+    for top in sorted(path for pattern in PYTHON_PARTS for path in prefix.glob(pattern)):
+        for path in [top] if not top.is_dir() or top.is_symlink() else sorted(top.rglob("*")):
+            parts = path.relative_to(prefix).parts
+            if any(part in SKIPPED or part.startswith(SKIPPED_PREFIXES) for part in parts):
+                continue
+            if path.is_file() or path.is_symlink():
+                yield path
 
 
 def context_members(ric_dir: Path) -> Iterator[tuple[str, Path]]:
@@ -81,4 +85,16 @@ def build(debian_image: str, ric_dir: Path) -> str:
         )  # fmt: skip
         output = (result.stdout + result.stderr).decode(errors="replace")
         assert result.returncode == 0, f"building {image} failed:\n{output[-4000:]}"
+        remove_other_tags(image)
     return image
+
+
+def remove_other_tags(image: str) -> None:
+    """Earlier builds of this repository: superseded, they would only take disk."""
+    listed = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", image.split(":")[0]],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    stale = [name for name in listed if name != image]
+    if stale:
+        subprocess.run(["docker", "rmi", *stale], capture_output=True, check=False, timeout=120)

@@ -83,7 +83,20 @@ def base_image(root: Path, debian: str) -> str:
         # No context: the Dockerfile copies nothing.
         docker("build", "--network", "host", "--build-arg", f"DEBIAN_IMAGE={debian}", "--tag", image, "-",
                stdin=dockerfile)  # fmt: skip
+        remove_other_tags(image)
     return image
+
+
+def remove_other_tags(image: str) -> None:
+    """Earlier builds of this image's repository: superseded, they would only take disk."""
+    repository = image.rsplit(":", 1)[0]
+    listed = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", repository],
+        capture_output=True, text=True, timeout=60, check=False,
+    ).stdout.split()  # fmt: skip
+    stale = [name for name in listed if name != image]
+    if stale:
+        subprocess.run(["docker", "rmi", *stale], capture_output=True, timeout=120, check=False)
 
 
 def context_tar(context: BuildContext) -> bytes:
