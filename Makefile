@@ -23,6 +23,8 @@ help:
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
 	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks)"
+	@echo "make image   build the CPU server image voicestream-kokoro:local (local Debian base, ONNX engine; Docker)"
+	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, port VOICESTREAM_PORT"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -142,8 +144,30 @@ test-torch: models venv-torch
 test-sam: models venv venv-sam
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/sam
 
+# The real image under a real Docker engine, and sam local invoke (tests/container/conftest.py):
+# as root on Debian the harness installs docker.io and debootstrap and starts dockerd itself;
+# elsewhere the tier is skipped with one line saying what is missing.
+.PHONY: docker
+docker:
+	@scripts/ensure-debian-packages dockerd=docker.io debootstrap=debootstrap
+
+.PHONY: test-container
+test-container: models venv venv-sam docker
+	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/container
+
 .PHONY: test
-test: check test-integration test-torch test-sam
+test: check test-integration test-torch test-sam test-container
+
+# The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
+# builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).
+DEBIAN_IMAGE ?=
+VOICESTREAM_PORT ?= 8080
+.PHONY: image run-image
+image: venv docker
+	$(PY) -m voicestream.aws.deploy.local_image build $(if $(DEBIAN_IMAGE),--debian-image $(DEBIAN_IMAGE))
+
+run-image: image models
+	$(PY) -m voicestream.aws.deploy.local_image run --port $(VOICESTREAM_PORT)
 
 .PHONY: build deploy destroy
 build: venv-sam

@@ -10,6 +10,7 @@ it as a program, as a user would. Nothing here needs AWS credentials or Docker.
 - `sam_build`: `sam build` of the whole application into a session temp dir (slow: once).
 - `rie`: runs a built function's handler under the Lambda runtime interface emulator shipped in
   the aws-sam-cli wheel, with awslambdaric, the function dir and the layer as Lambda lays them out.
+- `moto_server`: a moto server on 127.0.0.1 (module scope): its URL, for AWS_ENDPOINT_URL.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
+from moto.server import ThreadedMotoServer
 
 from tests.support.cfn_yaml import load_cfn_yaml
 from tests.support.sam_template import transform as transform_template
@@ -45,6 +47,7 @@ RIC_DIR = VENV_SAM / "rie"  # awslambdaric, installed there by `make venv-sam`
 PYTHON312_BIN = Path(sys.base_prefix) / "bin"
 REGION = "us-east-1"
 TASK_FUNCTIONS = {"validate": "ValidateFunction", "benchmark": "BenchmarkFunction", "teardown": "TeardownFunction"}
+AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 
 
 def require_sam() -> None:
@@ -213,3 +216,14 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], log_path: Path, t
 
 def load_built_template(build_dir: Path) -> dict[str, Any]:
     return load_template(build_dir / "template.yaml")
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

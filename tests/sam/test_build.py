@@ -24,9 +24,9 @@ import boto3
 import httpx
 import pytest
 from moto import mock_aws
-from moto.server import ThreadedMotoServer
 
 from tests.sam.conftest import (
+    AWS_TEST_ENV,
     EVENTS,
     PYTHON312_BIN,
     REGION,
@@ -135,20 +135,6 @@ def test_built_speak_app_streams_speech(sam_build: Path, kokoro_server: LiveServ
 
 
 # ------------------------------------------------------------------ tasks
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
-
-
 def test_teardown_function_empties_a_versioned_bucket(rie: RunEmulator, moto_server: str) -> None:
     sample = event("teardown")
     s3 = boto3.client(

@@ -6,6 +6,7 @@ The stack is template.yaml itself, transformed and created in moto's CloudFormat
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ from voicestream.aws.deploy.commands import (
     deploy,
     destroy,
     ensure_endpoint,
+    ensure_image,
     ensure_model,
     require_stack,
     validate,
@@ -45,8 +47,10 @@ from voicestream.aws.deploy.image import (
     CONTEXT_KEY,
     build_context,
     build_with_codebuild,
+    build_with_docker,
+    buildx_command,
     check_image_manifest,
-    docker_build_command,
+    docker_available,
     image_exists,
 )
 from voicestream.aws.deploy.model import SHA256_METADATA, fetch_model, local_files, model_prefix, upload_model
@@ -217,15 +221,6 @@ def test_an_image_index_is_refused_with_the_fix(stack: dict[str, str]) -> None:
         check_image_manifest(ecr, repository, "ctx-absent")
 
 
-def test_local_builds_make_one_amd64_manifest() -> None:
-    buildx = docker_build_command("r/i:t", buildx=True)
-    assert buildx[:3] == ["docker", "buildx", "build"]
-    assert {"--provenance=false", "--sbom=false", "--load"} <= set(buildx)
-    assert buildx[buildx.index("--platform") + 1] == "linux/amd64"
-    classic = docker_build_command("r/i:t", buildx=False)  # the classic builder adds no attestations
-    assert classic[:2] == ["docker", "build"] and classic[classic.index("--platform") + 1] == "linux/amd64"
-
-
 def test_codebuild_builds_the_uploaded_context_version(stack: dict[str, str]) -> None:
     codebuild = boto3.client("codebuild", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
@@ -251,6 +246,61 @@ def test_codebuild_builds_the_uploaded_context_version(stack: dict[str, str]) ->
     archive = zipfile.ZipFile(BytesIO(s3.get_object(Bucket=bucket, Key=CONTEXT_KEY)["Body"].read()))
     assert sorted(archive.namelist()) == context.files
     assert any(line.strip().startswith("CodeBuild ") for line in lines)
+
+
+def docker_stand_in(tmp_path: Path, *, buildx: bool) -> Path:
+    """A `docker` on PATH that records its calls (and login's stdin): buildx, and so the
+    production build, cannot run on the test machines (Debian's docker.io has no buildx)."""
+    calls = tmp_path / "docker-calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    refuse_buildx = "" if buildx else 'if [ "$1" = buildx ]; then echo "unknown command" >&2; exit 1; fi\n'
+    script = bin_dir / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s | %s\\n" "$(pwd)" "$*" >> "{calls}"\n'
+        f"{refuse_buildx}"
+        f'if [ "$1" = login ]; then read -r password; echo "stdin: $password" >> "{calls}"; fi\n'
+    )
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_docker_builds_and_pushes_with_buildx_for_amd64_without_provenance(
+    stack: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{docker_stand_in(tmp_path, buildx=True)}:{os.environ['PATH']}")
+    assert docker_available()
+    ecr = boto3.client("ecr", region_name=REGION)
+    context = build_context(REPO)
+    uri = stack["RepositoryUri"]
+    build_with_docker(ecr, context, uri, context.tag, Lines())
+    calls = (tmp_path / "docker-calls.log").read_text().splitlines()
+    registry = uri.split("/", 1)[0]
+    token = base64.b64decode(ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]).decode()
+    assert calls[-3:] == [
+        f"{REPO} | login --username {token.split(':')[0]} --password-stdin {registry}",
+        f"stdin: {token.split(':', 1)[1]}",
+        f"{REPO} | buildx build --platform linux/amd64 --provenance=false --file container/Dockerfile "
+        f"--tag {uri}:{context.tag} --push .",
+    ]
+
+
+def test_without_buildx_auto_uses_codebuild_and_docker_is_refused(
+    stack: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{docker_stand_in(tmp_path, buildx=False)}:{os.environ['PATH']}")
+    assert not docker_available()
+    deployed = require_stack(connect(region=REGION), STACK)
+    with pytest.raises(DeployError, match="--builder docker needs a running Docker engine with buildx"):
+        ensure_image(connect(region=REGION), deployed, build_context(REPO), "docker", Lines())
+
+
+def test_codebuild_runs_the_same_buildx_command(transform: Transform) -> None:
+    project = transform()["Resources"]["ImageBuildProject"]["Properties"]
+    command = " ".join(buildx_command('"$REPOSITORY_URI:$IMAGE_TAG"', base_registry="$BASE_REGISTRY"))
+    assert command in project["Source"]["BuildSpec"]
+    assert project["Environment"]["Image"] == "aws/codebuild/amazonlinux-x86_64-standard:5.0"  # has buildx
 
 
 # --------------------------------------------------------------- endpoint

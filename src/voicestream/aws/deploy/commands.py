@@ -77,11 +77,13 @@ def ensure_image(target: AwsTarget, stack: Stack, context: BuildContext, builder
         progress(f"      {repository}:{tag} already in ECR")
         check_image_manifest(ecr, repository, tag)
         return tag
-    use_docker = builder == "docker" or (builder == "auto" and docker_available())
+    use_docker = builder != "codebuild" and docker_available()
+    if builder == "docker" and not use_docker:
+        raise DeployError("--builder docker needs a running Docker engine with buildx; or use --builder codebuild")
     if use_docker:
         build_with_docker(ecr, context, stack.output("RepositoryUri"), tag, progress)
     else:
-        progress("      no local Docker: building in the stack's CodeBuild project")
+        progress("      no local Docker with buildx: building in the stack's CodeBuild project")
         build_with_codebuild(
             target.client("codebuild"), target.client("s3"),
             project=stack.output("ImageBuildProjectName"), bucket=stack.output("ModelBucketName"),

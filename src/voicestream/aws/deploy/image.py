@@ -2,8 +2,11 @@
 
 The tag is a hash of the build context (exactly the files container/Dockerfile.dockerignore
 lets in, and the Dockerfile), so an unchanged context is never rebuilt and a tag never names
-other bytes (the repository's tags are immutable). Local Docker builds when it is there;
-otherwise the stack's CodeBuild project builds the same context, uploaded to the model bucket.
+other bytes (the repository's tags are immutable). Local Docker with buildx builds when it is
+there; otherwise the stack's CodeBuild project builds the same context, uploaded to the model
+bucket. Both run the same `docker buildx build` (`buildx_command`): for linux/amd64 whatever
+the builder's machine is (an arm64 laptop included), and without provenance attestations,
+which would turn the pushed image into a manifest list.
 """
 
 from __future__ import annotations
@@ -134,44 +137,45 @@ def check_image_manifest(ecr: Any, repository: str, tag: str) -> str:
     return media_type
 
 
-def docker_build_command(image: str, buildx: bool) -> list[str]:
-    """`docker build` for SageMaker: one linux/amd64 manifest, no attestations (buildx), loaded
-    into the local image store for the push. The classic builder attaches no attestations."""
-    if buildx:
-        return ["docker", "buildx", "build", "--platform", PLATFORM, "--provenance=false", "--sbom=false", "--load",
-                "--file", DOCKERFILE, "--tag", image, "."]  # fmt: skip
-    return ["docker", "build", "--platform", PLATFORM, "--file", DOCKERFILE, "--tag", image, "."]
-
-
-def docker_has_buildx() -> bool:
-    probe = subprocess.run(["docker", "buildx", "version"], capture_output=True, timeout=60, check=False)
-    return probe.returncode == 0
+def buildx_command(image: str, base_registry: str | None = None) -> list[str]:
+    """The production build, run from the repository root; pushes `image` when it is built.
+    `base_registry` replaces Docker Hub for the base image (CodeBuild: the ECR pull-through cache)."""
+    base = ["--build-arg", f"BASE_REGISTRY={base_registry}"] if base_registry else []
+    return [
+        "docker", "buildx", "build", "--platform", PLATFORM, "--provenance=false", *base,
+        "--file", DOCKERFILE, "--tag", image, "--push", ".",
+    ]  # fmt: skip
 
 
 def docker_available(which: Callable[[str], str | None] = shutil.which) -> bool:
+    """A Docker engine answers and the CLI has buildx (Debian's docker.io 20.10, for one, has not)."""
     docker = which("docker")
     if docker is None:
         return False
-    probe = subprocess.run([docker, "info"], capture_output=True, timeout=60, check=False)
-    return probe.returncode == 0
+    for probe in ([docker, "info"], [docker, "buildx", "version"]):
+        if subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode != 0:
+            return False
+    return True
 
 
 def build_with_docker(ecr: Any, context: BuildContext, repository_uri: str, tag: str, progress: Progress) -> None:
-    """docker build + push, logged in to ECR with a token from the API (no AWS CLI needed)."""
+    """docker buildx build --push, logged in to ECR with a token from the API (no AWS CLI needed)."""
     token = ecr.get_authorization_token()["authorizationData"][0]
     user, password = base64.b64decode(token["authorizationToken"]).decode().split(":", 1)
     registry = repository_uri.split("/", 1)[0]
-    image = f"{repository_uri}:{tag}"
     commands = [
         (["docker", "login", "--username", user, "--password-stdin", registry], password),
-        (docker_build_command(image, docker_has_buildx()), None),
-        (["docker", "push", image], None),
+        (buildx_command(f"{repository_uri}:{tag}"), None),
     ]
     for command, stdin in commands:
-        progress(f"      {' '.join(command[:2])} ...")
-        result = subprocess.run(command, cwd=context.root, input=stdin, text=True, check=False)
+        name = " ".join(command[: 3 if command[1] == "buildx" else 2])
+        progress(f"      {name} ...")
+        try:
+            result = subprocess.run(command, cwd=context.root, input=stdin, text=True, check=False)
+        except FileNotFoundError:
+            raise DeployError("docker is not installed: install Docker, or deploy with --builder codebuild") from None
         if result.returncode != 0:
-            raise DeployError(f"`{' '.join(command[:2])}` failed (exit {result.returncode}); see its output above")
+            raise DeployError(f"`{name}` failed (exit {result.returncode}); see its output above")
 
 
 def build_with_codebuild(
