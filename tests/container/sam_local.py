@@ -48,11 +48,17 @@ def attempt(
         "--invoke-image", invoke_image, "--skip-pull-image", "--docker-network", "host",
     ]  # fmt: skip
     env = {**env, "SAM_CLI_CONTAINER_CONNECTION_TIMEOUT": SAM_CONNECTION_TIMEOUT_S}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
     lines: list[str] = []
     container: dict[str, Any] = {}
     deadline = time.monotonic() + 600
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        returncode = _follow(process, lines, container, deadline)
+    return SamAttempt(returncode, "".join(lines), container)
+
+
+def _follow(process: subprocess.Popen[str], lines: list[str], container: dict[str, Any], deadline: float) -> int:
+    """Read SAM's output to its end, inspecting its container as soon as SAM names it."""
+    assert process.stdout is not None
     for line in process.stdout:
         lines.append(line)
         if line.startswith("SAM_CONTAINER_ID:"):  # printed after create, before start
@@ -60,12 +66,11 @@ def attempt(
                 ["docker", "inspect", line.split(":", 1)[1].strip()], capture_output=True, text=True, timeout=60
             )
             assert inspected.returncode == 0, inspected.stderr
-            container = json.loads(inspected.stdout)[0]
+            container.update(json.loads(inspected.stdout)[0])
         if time.monotonic() > deadline:
             process.kill()
             break
-    returncode = process.wait(timeout=60)
-    return SamAttempt(returncode, "".join(lines), container)
+    return process.wait(timeout=60)
 
 
 def replay(sam_container: Mapping[str, Any], name: str, port: int, extra_env: Mapping[str, str]) -> Container:

@@ -60,8 +60,9 @@ def instructions(dockerfile: DockerfileParser, name: str) -> list[str]:
 
 def test_base_image_is_cuda_pytorch_2_10_or_later(dockerfile: DockerfileParser) -> None:
     # BASE_REGISTRY defaults to Docker Hub (CodeBuild may point it at the stack's pull-through cache).
+    assert "ARG BASE_REGISTRY=docker.io" in dockerfile.content
     match = re.fullmatch(
-        r"docker\.io/pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime", dockerfile.baseimage
+        r"\$\{BASE_REGISTRY\}/pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime", dockerfile.baseimage
     )
     assert match, dockerfile.baseimage
     assert (int(match[1]), int(match[2])) >= (2, 10)

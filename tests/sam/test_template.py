@@ -490,7 +490,7 @@ def test_the_image_build_makes_one_amd64_manifest_from_a_cached_base(transform: 
     project = template["Resources"]["ImageBuildProject"]["Properties"]
     buildspec = project["Source"]["BuildSpec"]
     assert "--platform linux/amd64 --provenance=false" in buildspec
-    assert '--build-arg "BASE_REGISTRY=$BASE_REGISTRY"' in buildspec
+    assert "--build-arg BASE_REGISTRY=$BASE_REGISTRY" in buildspec
     variables = {v["Name"]: stack.render(v["Value"]) for v in project["Environment"]["EnvironmentVariables"]}
     cache = template["Resources"].get("DockerHubCache")
     assert cache is not None and cache["Condition"] == "UseDockerHubCache"
@@ -504,7 +504,8 @@ def test_the_image_build_makes_one_amd64_manifest_from_a_cached_base(transform: 
         assert variables["BASE_REGISTRY"] == "docker.io"
         assert not [s for s in statements if s.get("Sid") == "PullBaseImageThroughCache"]
     dockerfile = (REPO / "container" / "Dockerfile").read_text()
-    assert "ARG BASE_REGISTRY=docker.io\nFROM ${BASE_REGISTRY}/" in dockerfile
+    assert "ARG BASE_REGISTRY=docker.io\nARG BASE_IMAGE=${BASE_REGISTRY}/" in dockerfile
+    assert "FROM ${BASE_IMAGE}" in dockerfile
 
 
 # Parameter sets CloudFormation must refuse before it changes anything, and some it must accept.
