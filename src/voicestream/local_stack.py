@@ -2,7 +2,8 @@
 
 One Starlette app on one port composes three apps that are deployed separately on AWS:
 
-- the Kokoro server (`voicestream.kokoro_server`): /ping, POST /invocations, WS /invocations-bidirectional-stream
+- the Kokoro server (`voicestream.kokoro_server`): /ping, POST /invocations, WS /invocations-bidirectional-stream,
+  and the OpenAI-compatible /v1/audio/speech, /v1/models, /v1/audio/voices
 - the speak function (`voicestream.speak.app`): POST /speak, GET /health; its bidi sessions go to
   this same process's WebSocket route, exactly as the deployed function's go to SageMaker
 - the browser client (`voicestream/web/`): the page at /, plus GET /voices for its voice picker
@@ -34,6 +35,7 @@ from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import BIDI_PATH, DEFAULT_VOICE, Limits
 from voicestream.wire.errors import CodedError, ErrorCode
+from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
 
 WEB_DIR = Path(__file__).parent / "web"
 
@@ -91,6 +93,9 @@ def create_local_app(
             Route("/ping", kokoro),
             Route("/invocations", kokoro),
             WebSocketRoute(BIDI_PATH, kokoro),
+            Route(OPENAI_SPEECH_PATH, kokoro),
+            Route(OPENAI_MODELS_PATH, kokoro),
+            Route(OPENAI_VOICES_PATH, kokoro),
             Route("/speak", speak),
             Route("/health", speak),
             Route("/voices", voices, methods=["GET"]),

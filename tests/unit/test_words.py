@@ -13,13 +13,18 @@ from tests.support.fakes import MemoryTransport, ToneEngine, started_runtime
 from voicestream.kokoro_client import Audio, BidiSession, Cancelled, RequestCompleted, Words
 from voicestream.speak.run import SpeakOptions, run_bidi
 from voicestream.speak.sources import Pace, ReplaySource
-from voicestream.wire.bidi import SAMPLE_RATE, Synthesize, encode_server_message, parse_client_message
+from voicestream.wire.bidi import (
+    SAMPLE_RATE,
+    Synthesize,
+    encode_server_message,
+    parse_client_message,
+    parse_server_message,
+)
 from voicestream.wire.bidi import Words as WordsMessage
-from voicestream.wire.bidi import parse_server_message
 from voicestream.wire.errors import ProtocolError
 from voicestream.wire.framing import FrameError
 from voicestream.wire.speak import SentenceAudio, SentenceSpoken, SentenceWords, SpeakStreamDecoder, encode_event
-from voicestream.wire.words import WordTiming, parse_words, word_dicts, words_heard
+from voicestream.wire.words import WordTiming, parse_words, words_heard
 
 BOUND_S = 10.0
 HELLO = (WordTiming("Hello", 0.0, 0.5), WordTiming("there", 0.6, 1.0))
@@ -140,6 +145,7 @@ async def test_after_a_cancel_the_client_tells_which_words_were_heard() -> None:
             if isinstance(event, Cancelled):
                 break
     short_s = session.timings[short].audio_s
+    assert short_s is not None
     assert short_s == pytest.approx(engine.samples_for("Short one.") / SAMPLE_RATE)
     received = session.words_received()
     assert [word.word for rid, word in received if rid == short] == ["Short", "one."]

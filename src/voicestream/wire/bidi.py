@@ -255,7 +255,9 @@ def parse_client_message(
                 words=_flag(body, "words"),
             )
         if kind == "config":
-            return Config(voice=_voice(body, voices), speed=_speed(body), format=_format(body), words=_flag(body, "words"))
+            return Config(
+                voice=_voice(body, voices), speed=_speed(body), format=_format(body), words=_flag(body, "words")
+            )
         if kind == "cancel":
             return Cancel()
         if kind == "ping":

@@ -65,9 +65,7 @@ class HeardWord:
     complete: bool
 
 
-def words_heard(
-    requests: Sequence[tuple[str, float | None, Sequence[WordTiming]]], played_s: float
-) -> list[HeardWord]:
+def words_heard(requests: Sequence[tuple[str, float | None, Sequence[WordTiming]]], played_s: float) -> list[HeardWord]:
     """The words a listener heard after `played_s` seconds of a stream of requests played back to back.
 
     `requests` are (request_id, seconds of audio, words) in play order; a request's duration may
