@@ -147,7 +147,7 @@ def test_words_come_in_sse_before_the_audio_they_cover() -> None:
     events = [event.json() for event in SSEDecoder().feed(response.content)]
     assert not any(e["type"] == "speech.audio.words" for e in (ev.json() for ev in SSEDecoder().feed(plain.content)))
     audio_s = 0.0
-    words = []
+    words: list[str] = []
     for event in events:
         if event["type"] == "speech.audio.delta":
             audio_s += len(base64.b64decode(event["audio"])) / 48_000

@@ -24,7 +24,7 @@ def decode(data: bytes, audio_format: str) -> tuple[FloatAudio, str]:
         return pcm16_to_float(data), "pcm_s16le"
     resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
     chunks: list[FloatAudio] = []
-    with av.open(io.BytesIO(data), format=DEMUXERS[audio_format]) as container:
+    with av.open(io.BytesIO(data), mode="r", format=DEMUXERS[audio_format]) as container:
         stream = container.streams.audio[0]
         codec = str(stream.codec_context.name)
         for frame in container.decode(stream):
