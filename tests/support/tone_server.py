@@ -10,13 +10,15 @@ import uvicorn
 
 from tests.support.fakes import ToneEngine
 from voicestream.kokoro_server import create_app
+from voicestream.kokoro_server.logs import logging_config
 from voicestream.wire.bidi import Limits
 
 
 def main() -> None:
     port = int(sys.argv[1])
     app = create_app(ToneEngine(ms_per_char=15, chunk_ms=80, step_delay_s=0.01, words=True), Limits())
-    uvicorn.run(app, host="127.0.0.1", port=port, ws="websockets-sansio", log_level="warning")
+    # JSON log lines on stderr, as the real server writes them (tests read `cancelled` there).
+    uvicorn.run(app, host="127.0.0.1", port=port, ws="websockets-sansio", log_config=logging_config("INFO"))
 
 
 if __name__ == "__main__":

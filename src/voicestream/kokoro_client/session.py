@@ -206,6 +206,13 @@ class BidiSession:
     ) -> None:
         await self.close()
 
+    @property
+    def is_open(self) -> bool:
+        """Connected, and neither closed nor failed nor ended by the server: `send` would work."""
+        return (
+            self._state is SessionState.OPEN and not self._ended and not self._server_closed and self._failure is None
+        )
+
     async def connect(self) -> None:
         """Open the transport within `connect_timeout`; raises `SessionConnectError`."""
         if self._state is not SessionState.NEW:
