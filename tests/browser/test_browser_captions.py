@@ -5,6 +5,7 @@ duration predictor; the real ONNX engine does not time words yet. Waits are for 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from urllib.parse import urlencode
@@ -55,7 +56,7 @@ def test_captions_highlight_the_word_being_heard(tone_stack: LocalStack, browser
     assert [w["word"] for w in words] == TEXT.split()
     assert browser.eval("document.getElementById('captions').textContent") == TEXT
     # The words sit where the server timed them on the reply's timeline.
-    assert words[0]["start_s"] == 0 and all(a["start_s"] < b["start_s"] for a, b in zip(words, words[1:], strict=False))
+    assert words[0]["start_s"] == 0 and all(a["start_s"] < b["start_s"] for a, b in itertools.pairwise(words))
     second = TEXT.index("Each")
     assert words[4]["start_s"] == pytest.approx(second * MS_PER_CHAR / 1000 - MS_PER_CHAR / 1000, abs=0.05)
     # The highlight moved with playback: word by word, each time at a position inside that
