@@ -211,3 +211,32 @@ def test_serve_speak_url_proxies_for_a_browser_without_keys(speak_url: str, asr:
     audio = b"".join(e.data for e in events if isinstance(e, SentenceAudio))
     assert asr.word_error_rate(TEXT, asr.transcribe(audio)) <= 0.2
     assert refused.status_code == 400 and refused.json()["code"] == "invalid_mode"  # the function's own answer
+
+
+async def test_speak_through_a_sagemaker_endpoint(
+    kokoro_server: LiveServer, tmp_path: Path, asr: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`voicestream speak --endpoint`'s path: the SageMaker transport (the real SDK; only the HTTP/2
+    service is fake, relaying to the real server as the sidecar does)."""
+    from tests.support.fake_sagemaker import FakeSageMakerRuntime
+    from voicestream.clients.audio_out import WavFileSink
+    from voicestream.clients.speak_command import GivenText, session_factory, speak
+    from voicestream.speak.run import SpeakOptions
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    fake = FakeSageMakerRuntime(
+        region=REGION, credentials={ACCESS_KEY: SECRET}, endpoints={"kokoro": kokoro_server.ws_url}
+    )
+    sink = WavFileSink(tmp_path / "sagemaker.wav")
+    report = io.StringIO()
+    factory = session_factory(None, "kokoro", REGION, http_client_factory=fake.connection)
+    status = await speak(GivenText(TEXT), factory, SpeakOptions(), sink, report)
+    sink.close()
+    assert status == 0, report.getvalue()
+    assert "first audio at" in report.getvalue() and "complete: 2 sentence(s)" in report.getvalue()
+    assert len(fake.streams) == 1  # one session carried both sentences
+    assert asr.word_error_rate(TEXT, asr.transcribe(wav_pcm(tmp_path / "sagemaker.wav"))) <= 0.2

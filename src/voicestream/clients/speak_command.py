@@ -13,9 +13,9 @@ import codecs
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from voicestream.clients.audio_out import AudioSink
 from voicestream.kokoro_client import BidiSession
@@ -73,8 +73,15 @@ class GivenText:
 
 
 def session_factory(
-    url: str | None, endpoint: str | None, region: str | None, *, silence_timeout_s: float = 30.0
+    url: str | None,
+    endpoint: str | None,
+    region: str | None,
+    *,
+    silence_timeout_s: float = 30.0,
+    http_client_factory: Callable[[], Any] | None = None,
 ) -> SessionFactory:
+    """Sessions to a Kokoro server (`url`) or a SageMaker endpoint (`endpoint`, `region`; each
+    session's HTTP/2 client from `http_client_factory` when given, else awscrt's)."""
     if bool(url) == bool(endpoint):
         raise CodedError("give exactly one of --url (a Kokoro server) or --endpoint (a SageMaker endpoint)", status=400)
     if url:
@@ -82,7 +89,12 @@ def session_factory(
     if not region:
         raise CodedError("--endpoint needs a region: --region, AWS_REGION or AWS_DEFAULT_REGION", status=400)
     assert endpoint is not None
-    return lambda: BidiSession.sagemaker(endpoint, region, silence_timeout=silence_timeout_s, words=True)
+
+    def sagemaker_session() -> BidiSession:
+        options: dict[str, Any] = {} if http_client_factory is None else {"http_client": http_client_factory()}
+        return BidiSession.sagemaker(endpoint, region, silence_timeout=silence_timeout_s, words=True, **options)
+
+    return sagemaker_session
 
 
 async def speak(
