@@ -174,3 +174,17 @@ async def test_run_bidi_emits_words_placed_on_the_reply_timeline() -> None:
         assert events.index(event) < first_audio or event.words[0].start_s > 0
     timeline = [w.word for e in words for w in e.words]
     assert " ".join(timeline) == reply
+
+
+async def test_is_open_turns_false_when_the_server_ends_the_session_unread() -> None:
+    from tests.support.fakes import ScriptedTransport
+
+    transport = ScriptedTransport(["end"])
+    session = BidiSession(transport)
+    assert not session.is_open
+    await session.connect()
+    async with asyncio.timeout(BOUND_S):
+        while session.is_open:  # noqa: ASYNC110 - a property to poll: nobody reads events, the reader sees the end
+            await asyncio.sleep(0.01)
+    await session.close()
+    assert not session.is_open

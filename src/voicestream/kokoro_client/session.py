@@ -209,9 +209,10 @@ class BidiSession:
     @property
     def is_open(self) -> bool:
         """Connected, and neither closed nor failed nor ended by the server: `send` would work."""
-        return (
-            self._state is SessionState.OPEN and not self._ended and not self._server_closed and self._failure is None
-        )
+        # The reader stops at the end of the stream even when nobody is consuming events.
+        reading = self._reader is not None and not self._reader.done()
+        ended = self._ended or self._server_closed or self._failure is not None
+        return self._state is SessionState.OPEN and reading and not ended
 
     async def connect(self) -> None:
         """Open the transport within `connect_timeout`; raises `SessionConnectError`."""
