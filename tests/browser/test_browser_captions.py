@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -47,8 +48,10 @@ def speak(browser: Browser, stack: LocalStack, text: str) -> None:
     browser.click("#speak")
 
 
-def test_captions_highlight_the_word_being_heard(tone_stack: LocalStack, browser: Browser) -> None:
+def test_captions_highlight_the_word_being_heard(tone_stack: LocalStack, browser: Browser, artifacts: Path) -> None:
     speak(browser, tone_stack, TEXT)
+    browser.wait("window.voicestream.captions().current >= 6", timeout_s=120)
+    browser.screenshot(artifacts / "captions.png")  # mid-reply: a word highlighted, the rest to come
     browser.wait(FINISHED, timeout_s=120)
     assert browser.eval(STATS)["state"] == "complete"
     captions = browser.eval("window.voicestream.captions()")
@@ -71,6 +74,7 @@ def test_captions_highlight_the_word_being_heard(tone_stack: LocalStack, browser
         assert word["start_s"] <= entry["position_s"] < following + 0.1, (entry, word)
     current = browser.eval("document.querySelector('.caption-word[aria-current=true]').textContent")
     assert current == TEXT.split()[-1]
+    assert browser.problems() == []
 
 
 def test_stop_tells_which_words_were_heard(tone_stack: LocalStack, browser: Browser) -> None:
@@ -87,4 +91,5 @@ def test_stop_tells_which_words_were_heard(tone_stack: LocalStack, browser: Brow
     assert [w["word"] for w in heard] == [w["word"] for w in words if w["start_s"] < played_s]
     assert all(w["complete"] == (w["end_s"] <= played_s) for w in heard)
     assert re.fullmatch(r"[\w.]+", heard[-1]["word"])
+    assert browser.problems() == []
     tone_stack.until_idle()
