@@ -25,6 +25,7 @@ help:
 	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks)"
 	@echo "make image   build the CPU server image voicestream-kokoro:local (local Debian base, ONNX engine; Docker)"
 	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, port VOICESTREAM_PORT"
+	@echo "make test-plugins  the Pipecat and LiveKit plugins (own environments) against the real local server"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -75,8 +76,29 @@ $(VENV_CHECKOV_STAMP):
 	$(VENV_CHECKOV)/bin/python -m pip install $(PIP_QUIET) "checkov==$(CHECKOV_VERSION)"
 	touch $@
 
-.PHONY: venv venv-torch venv-sam venv-checkov
+
+# The framework plugins, each in an environment of its own (their pins fight the main one's:
+# pyproject.toml). Their tests start the Kokoro server from the main environment.
+VENV_PIPECAT := .venv-pipecat
+VENV_LIVEKIT := .venv-livekit
+PLUGIN_TEST_DEPS := "pytest==9.2.0" "pytest-asyncio==1.5.0"
+
+$(VENV_PIPECAT)/.stamp: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(VENV_PIPECAT)/bin/python || $(PYTHON312) -m venv $(VENV_PIPECAT)
+	$(VENV_PIPECAT)/bin/python -m pip install $(PIP_QUIET) -e ".[pipecat]" $(PLUGIN_TEST_DEPS)
+	touch $@
+
+$(VENV_LIVEKIT)/.stamp: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(VENV_LIVEKIT)/bin/python || $(PYTHON312) -m venv $(VENV_LIVEKIT)
+	$(VENV_LIVEKIT)/bin/python -m pip install $(PIP_QUIET) -e ".[livekit]" $(PLUGIN_TEST_DEPS)
+	touch $@
+
+.PHONY: venv venv-torch venv-sam venv-checkov venv-pipecat venv-livekit
 venv-checkov: $(VENV_CHECKOV_STAMP)
+venv-pipecat: $(VENV_PIPECAT)/.stamp
+venv-livekit: $(VENV_LIVEKIT)/.stamp
 venv-sam: $(VENV_SAM_STAMP)
 venv: $(VENV)/.stamp
 venv-torch: $(VENV_TORCH)/.stamp
@@ -144,6 +166,13 @@ test-torch: models venv-torch
 test-sam: models venv venv-sam
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/sam
 
+# The Pipecat and LiveKit plugins in their own environments, against the real local server
+# (tests/plugins/conftest.py starts it with the main environment's Python).
+.PHONY: test-plugins
+test-plugins: models venv venv-pipecat venv-livekit
+	$(VENV_PIPECAT)/bin/pytest -p no:cacheprovider --confcutdir=tests/plugins tests/plugins/test_pipecat.py tests/plugins/test_docs_pipecat.py
+	$(VENV_LIVEKIT)/bin/pytest -p no:cacheprovider --confcutdir=tests/plugins tests/plugins/test_livekit.py tests/plugins/test_docs_livekit.py
+
 # The real image under a real Docker engine, and sam local invoke (tests/container/conftest.py):
 # as root on Debian the harness installs docker.io and debootstrap and starts dockerd itself;
 # elsewhere the tier is skipped with one line saying what is missing.
@@ -156,7 +185,7 @@ test-container: models venv venv-sam docker
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/container
 
 .PHONY: test
-test: check test-integration test-torch test-sam test-container
+test: check test-integration test-torch test-sam test-container test-plugins
 
 # The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
 # builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).

@@ -61,12 +61,80 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_with(
         host=args.host, port=args.port, backend=args.backend, threads=args.threads, model_dir=args.model_dir
     )
+    if args.speak_url:
+        from voicestream.local_stack import run_proxy
+
+        run_proxy(settings, args.speak_url, args.region or _region())
+        return 0
     if args.kokoro_only:
         from voicestream.kokoro_server import run
     else:
         from voicestream.local_stack import run
     run(settings)
     return 0
+
+
+def _region() -> str | None:
+    from voicestream.env import Env
+
+    env = Env()
+    return env.text("AWS_REGION") or env.text("AWS_DEFAULT_REGION")
+
+
+def _quiet_library_logs() -> None:
+    """The streaming clients print their own one-line errors: the package's log records (which
+    Python would print through its last-resort handler) would say the same thing twice."""
+    import logging
+
+    logging.getLogger("voicestream").addHandler(logging.NullHandler())
+
+
+def _speak(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from voicestream.clients.audio_out import open_sink
+    from voicestream.clients.speak_command import GivenText, StdinSource, session_factory, speak
+    from voicestream.speak.run import SpeakOptions
+    from voicestream.speak.sources import TextSource
+
+    _quiet_library_logs()
+    source: TextSource = StdinSource(sys.stdin.buffer) if args.text in (None, "-") else GivenText(args.text)
+    open_session = session_factory(args.url, args.endpoint, args.region or _region())
+    sink = open_sink(args.out, args.play, args.player)
+    options = SpeakOptions(voice=args.voice, speed=args.speed, max_duration_s=args.max_duration)
+    try:
+        return asyncio.run(speak(source, open_session, options, sink, sys.stderr))
+    finally:
+        sink.close()
+
+
+def _call(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from voicestream.aws.sigv4 import caller_credentials
+    from voicestream.clients.audio_out import open_sink
+    from voicestream.clients.call_command import call
+
+    _quiet_library_logs()
+    request: dict[str, object] = {"mode": args.mode, "transport": args.transport, "format": "pcm"}
+    request["prompt" if args.prompt is not None else "text"] = args.prompt if args.prompt is not None else args.text
+    if args.voice:
+        request["voice"] = args.voice
+    credentials = caller_credentials()
+    sink = open_sink(args.out, args.play, args.player)
+    try:
+        return asyncio.run(
+            call(
+                args.url,
+                request,
+                credentials=credentials,
+                region=args.region or _region(),
+                sink=sink,
+                report=sys.stderr,
+            )
+        )
+    finally:
+        sink.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,8 +181,52 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--kokoro-only", action="store_true", help="only the Kokoro server (the container's app), no page or /speak"
     )
+    serve.add_argument(
+        "--speak-url",
+        default=None,
+        help="serve the page with /speak proxied to this deployed speak function URL, SigV4-signed here "
+        "with your AWS credentials (no model is loaded)",
+    )
+    serve.add_argument("--region", default=None, help="the function URL's region (default: from its host)")
     engine_options(serve)
     serve.set_defaults(handler=_serve)
+
+    def audio_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--out", default=None, help="write the audio: a .wav file, or - for raw 16-bit PCM on stdout")
+        sub.add_argument("--play", action="store_true", help="play the audio as it arrives (aplay, pw-play or ffplay)")
+        sub.add_argument("--player", default=None, help="the player command reading raw PCM on stdin (with --play)")
+        sub.add_argument("--voice", default=None, help="a voice id or blend (default: the server's)")
+
+    speak_cmd = commands.add_parser(
+        "speak",
+        help="speak a text, or stdin as it arrives (pipe an LLM into it), over one bidi session",
+        description="Text in (an argument, or stdin token by token), through the sentence chunker and one "
+        "bidi session, audio out as it arrives; prints the time to first audio.",
+    )
+    speak_cmd.add_argument("text", nargs="?", default=None, help="what to say (default, or -: read stdin)")
+    speak_cmd.add_argument("--url", default=None, help="a Kokoro server (ws:// or http:// base URL)")
+    speak_cmd.add_argument("--endpoint", default=None, help="a SageMaker endpoint name (the aws extra)")
+    speak_cmd.add_argument("--region", default=None, help="the endpoint's region (default: AWS_REGION)")
+    speak_cmd.add_argument("--speed", type=float, default=None, help="0.5 to 2.0")
+    speak_cmd.add_argument("--max-duration", type=float, default=600.0, help="seconds the whole reply may take")
+    audio_options(speak_cmd)
+    speak_cmd.set_defaults(handler=_speak)
+
+    call_cmd = commands.add_parser(
+        "call",
+        help="call a deployed speak function URL, signed with your AWS credentials",
+        description="POST /speak to a speak function URL (AuthType AWS_IAM), SigV4-signed for lambda with "
+        "your AWS credentials; plays or writes the reply's audio as it streams and prints its timings.",
+    )
+    call_cmd.add_argument("url", help="the function URL (https://<id>.lambda-url.<region>.on.aws/)")
+    given = call_cmd.add_mutually_exclusive_group(required=True)
+    given.add_argument("--prompt", default=None, help="the agent answers this")
+    given.add_argument("--text", default=None, help="speak this text")
+    call_cmd.add_argument("--mode", choices=("bidi", "batch"), default="bidi")
+    call_cmd.add_argument("--transport", choices=("binary", "sse"), default="binary")
+    call_cmd.add_argument("--region", default=None, help="default: from the URL's host, else AWS_REGION")
+    audio_options(call_cmd)
+    call_cmd.set_defaults(handler=_call)
 
     from voicestream.aws.deploy.cli import register as register_aws
 

@@ -2,7 +2,8 @@
 
 One Starlette app on one port composes three apps that are deployed separately on AWS:
 
-- the Kokoro server (`voicestream.kokoro_server`): /ping, POST /invocations, WS /invocations-bidirectional-stream
+- the Kokoro server (`voicestream.kokoro_server`): /ping, POST /invocations, WS /invocations-bidirectional-stream,
+  and the OpenAI-compatible /v1/audio/speech, /v1/models, /v1/audio/voices
 - the speak function (`voicestream.speak.app`): POST /speak, GET /health; its bidi sessions go to
   this same process's WebSocket route, exactly as the deployed function's go to SageMaker
 - the browser client (`voicestream/web/`): the page at /, plus GET /voices for its voice picker
@@ -10,6 +11,11 @@ One Starlette app on one port composes three apps that are deployed separately o
 Each sub-app keeps its own routes, middleware and error handling; this module only routes
 paths to them and runs the Kokoro server's lifespan (the engine loads in the background while
 /ping answers 503). Nothing here re-implements behaviour of the parts it composes.
+
+`voicestream serve --speak-url URL` runs `create_proxy_app` instead: the page, and /speak
+forwarded to a deployed speak function URL, SigV4-signed here with the operator's credentials,
+so the browser talks to a stack whose URL requires AWS_IAM without ever holding AWS keys. No
+model is loaded.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,7 +32,9 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from voicestream.asgi import error_response
+from voicestream.aws.function_url import SpeakProxy
 from voicestream.engine.base import SpeechEngine
+from voicestream.engine.voices import OFFICIAL_VOICES
 from voicestream.env import Env, ServerSettings, limits
 from voicestream.kokoro_server.app import create_app as create_kokoro_app
 from voicestream.kokoro_server.runtime import ServerRuntime
@@ -34,6 +42,7 @@ from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import BIDI_PATH, DEFAULT_VOICE, Limits
 from voicestream.wire.errors import CodedError, ErrorCode
+from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
 
 WEB_DIR = Path(__file__).parent / "web"
 
@@ -91,6 +100,9 @@ def create_local_app(
             Route("/ping", kokoro),
             Route("/invocations", kokoro),
             WebSocketRoute(BIDI_PATH, kokoro),
+            Route(OPENAI_SPEECH_PATH, kokoro),
+            Route(OPENAI_MODELS_PATH, kokoro),
+            Route(OPENAI_VOICES_PATH, kokoro),
             Route("/speak", speak),
             Route("/health", speak),
             Route("/voices", voices, methods=["GET"]),
@@ -115,4 +127,47 @@ def run(settings: ServerSettings) -> None:
         synth_workers=settings.synth_workers,
     )
     print(f"voicestream: the page is at http://{connect_host(settings.host)}:{settings.port}/", flush=True)
+    serve(app, settings)
+
+
+def create_proxy_app(
+    speak_url: str, credentials: Any, *, region: str | None = None, web_dir: Path = WEB_DIR
+) -> Starlette:
+    """The page, and /speak proxied to a deployed function URL, signed server-side."""
+    proxy = SpeakProxy(speak_url, credentials, region=region)
+
+    async def voices(request: Request) -> JSONResponse:
+        return JSONResponse({"voices": list(OFFICIAL_VOICES), "default": DEFAULT_VOICE})
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "speak": proxy.target, "region": proxy.region})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await proxy.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/speak", proxy.handle, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/voices", voices, methods=["GET"]),
+            Mount("/", StaticFiles(directory=web_dir, html=True), name="web"),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.proxy = proxy
+    return app
+
+
+def run_proxy(settings: ServerSettings, speak_url: str, region: str | None) -> None:
+    """Serve the page with /speak proxied to `speak_url` (`voicestream serve --speak-url`)."""
+    from voicestream.aws.sigv4 import caller_credentials
+    from voicestream.kokoro_server import serve
+
+    app = create_proxy_app(speak_url, caller_credentials(), region=region)
+    host = connect_host(settings.host)
+    print(f"voicestream: the page is at http://{host}:{settings.port}/ (speaking through {speak_url})", flush=True)
     serve(app, settings)

@@ -2,9 +2,10 @@
 
 moto does not implement this operation, and no machine here reaches AWS. This Starlette app is
 what boto3 talks HTTP to (the client's `endpoint_url` points here): it verifies the request's
-SigV4 signature for SageMaker (403 otherwise), forwards the body to the model container's POST /invocations as
-SageMaker does, and answers each chunk the container streams as a `PayloadPart` event in the
-AWS event-stream encoding (a container error becomes SageMaker's 424 ModelError). Everything
+SigV4 signature for SageMaker (403 otherwise), forwards the body (and the caller's
+CustomAttributes, header `X-Amzn-SageMaker-Custom-Attributes`) to the model container's POST
+/invocations as SageMaker does, and answers each chunk the container streams as a `PayloadPart`
+event in the AWS event-stream encoding (a container error becomes SageMaker's 424 ModelError). Everything
 above the socket is boto3's real serializer, signer and event-stream parser.
 """
 
@@ -24,6 +25,7 @@ from starlette.routing import Route
 from tests.statemachines.sigv4 import RequireSigV4
 
 _STRING = 7  # event-stream header value type
+CUSTOM_ATTRIBUTES = "x-amzn-sagemaker-custom-attributes"  # passed through to the container unchanged
 
 
 def _header(name: str, value: str) -> bytes:
@@ -71,12 +73,13 @@ class FakeResponseStreamRuntime:
             return _error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
         body = await request.body()
         self.calls.append({"endpoint": name, "body": body.decode()})
+        headers = {"content-type": "application/json"}
+        custom_attributes = request.headers.get(CUSTOM_ATTRIBUTES)
+        if custom_attributes is not None:
+            headers[CUSTOM_ATTRIBUTES] = custom_attributes
         client = httpx.AsyncClient(timeout=httpx.Timeout(120.0))
         upstream = await client.send(
-            client.build_request(
-                "POST", f"{model}/invocations", content=body, headers={"content-type": "application/json"}
-            ),
-            stream=True,
+            client.build_request("POST", f"{model}/invocations", content=body, headers=headers), stream=True
         )
         if upstream.status_code != 200:
             text = (await upstream.aread()).decode(errors="replace")

@@ -53,3 +53,13 @@ def _normalize(text: str) -> str:
 def word_error_rate(reference: str, hypothesis: str) -> float:
     """WER after lower-casing and dropping punctuation (the usual normalisation)."""
     return float(jiwer.wer(_normalize(reference), _normalize(hypothesis) or "<empty>"))
+
+
+def transcribe_words(audio: FloatAudio | bytes, sample_rate: int = SAMPLE_RATE) -> list[tuple[str, float, float]]:
+    """Whisper's words with their times: (word, start_s, end_s), from its cross-attention
+    alignment (faster-whisper's `word_timestamps=True`)."""
+    samples = pcm16_to_float(audio) if isinstance(audio, bytes) else audio
+    samples = soxr.resample(samples, sample_rate, 16_000).astype(np.float32)
+    with _lock:
+        segments, _info = _model().transcribe(samples, language="en", beam_size=1, word_timestamps=True)
+        return [(word.word.strip(), float(word.start), float(word.end)) for s in segments for word in s.words or ()]

@@ -1,7 +1,9 @@
 """Small fakes of OUR OWN interfaces, for the fast unit tier (no model, no sockets).
 
 - `ToneEngine`: a `SpeechEngine` that speaks any text as a tone, instantly, in fixed chunks; it
-  counts what it synthesized and can be made slow or faulty for one trigger word.
+  counts what it synthesized and can be made slow or faulty for one trigger word. With
+  `words=True` it times every word as an engine with a duration predictor does: word i starts
+  at the samples of the characters before it, and each chunk carries the words that start in it.
 - `MemoryChannel`: the WebSocket as `ServerSession` sees it (its `Channel` protocol), in memory.
 - `MemoryTransport`: a `kokoro_client.Transport` wired straight to a real `ServerSession` on the
   same event loop through a `MemoryChannel`, so the real client talks to the real server
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Literal
 
 import numpy as np
 
-from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine
+from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
 from voicestream.engine.voices import OFFICIAL_VOICES
 from voicestream.kokoro_client.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.kokoro_client.transport import FrameMode, Payload
@@ -47,6 +50,7 @@ class ToneEngine(SpeechEngine):
         step_delay_s: float = 0.0,
         fail_on: str | None = None,
         refuse_on: str | None = None,
+        words: bool = False,
     ) -> None:
         super().__init__()
         self.ms_per_char = ms_per_char
@@ -54,6 +58,7 @@ class ToneEngine(SpeechEngine):
         self.step_delay_s = step_delay_s
         self.fail_on = fail_on
         self.refuse_on = refuse_on
+        self.words = words
         self.texts: list[str] = []  # every text asked for, in order
         self.chunks_made = 0
 
@@ -72,8 +77,17 @@ class ToneEngine(SpeechEngine):
         self.texts.append(text)
         return self._chunks(text)
 
+    def word_timings(self, text: str) -> tuple[WordTiming, ...]:
+        """Where each word of `text` is spoken: its characters' share of the tone."""
+        seconds_per_char = self.ms_per_char / 1000
+        return tuple(
+            WordTiming(match.group(), match.start() * seconds_per_char, match.end() * seconds_per_char)
+            for match in re.finditer(r"\S+", text)
+        )
+
     def _chunks(self, text: str) -> Iterator[AudioChunk]:
         total = self.samples_for(text)
+        timings = self.word_timings(text) if self.words else ()
         for start in range(0, total, self.chunk_samples):
             if self.step_delay_s:
                 time.sleep(self.step_delay_s)
@@ -82,7 +96,9 @@ class ToneEngine(SpeechEngine):
             count = min(self.chunk_samples, total - start)
             phase = np.arange(start, start + count, dtype=np.float32) * (2 * np.pi * 220 / SAMPLE_RATE)
             self.chunks_made += 1
-            yield AudioChunk(samples=(0.3 * np.sin(phase)).astype(np.float32))
+            begins, ends = start / SAMPLE_RATE, (start + count) / SAMPLE_RATE
+            words = tuple(word for word in timings if begins <= word.start_s < ends)
+            yield AudioChunk(samples=(0.3 * np.sin(phase)).astype(np.float32), words=words)
 
 
 class MemoryChannel:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ from voicestream.wire.errors import ErrorMessage
 BOUND_S = 10.0
 
 
-async def memory_session(engine: ToneEngine | None = None, **options: float) -> tuple[BidiSession, MemoryTransport]:
+async def memory_session(engine: ToneEngine | None = None, **options: Any) -> tuple[BidiSession, MemoryTransport]:
     runtime = await started_runtime(engine or ToneEngine())
     transport = MemoryTransport(runtime)
     return BidiSession(transport, **options), transport

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ BOUND_S = 10.0
 class Sessions:
     """A SessionFactory onto one in-memory server; keeps every transport it made."""
 
-    def __init__(self, runtime: ServerRuntime, **session_options: float) -> None:
+    def __init__(self, runtime: ServerRuntime, **session_options: Any) -> None:
         self.runtime = runtime
         self.options = session_options
         self.transports: list[MemoryTransport] = []
@@ -54,7 +55,7 @@ async def collect(events: AsyncIterator[SpeakEvent]) -> list[SpeakEvent]:
         return [event async for event in events]
 
 
-async def sessions(engine: ToneEngine | None = None, **options: float) -> Sessions:
+async def sessions(engine: ToneEngine | None = None, **options: Any) -> Sessions:
     return Sessions(await started_runtime(engine or ToneEngine()), **options)
 
 

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.words import WordTiming as WordTiming  # the wire's type: engines stamp it on chunks
 
 FloatAudio = npt.NDArray[np.float32]
 
@@ -57,17 +58,11 @@ class UnsupportedLanguageError(InvalidRequestError):
 
 
 @dataclass(frozen=True, slots=True)
-class WordTiming:
-    """One word and where it is spoken, in seconds from the start of its request's audio."""
-
-    word: str
-    start_s: float
-    end_s: float
-
-
-@dataclass(frozen=True, slots=True)
 class AudioChunk:
-    """A piece of synthesized audio: float32 mono samples at SAMPLE_RATE in [-1, 1]."""
+    """A piece of synthesized audio: float32 mono samples at SAMPLE_RATE in [-1, 1].
+
+    `words`: the words this chunk speaks, in seconds from the start of the `synthesize` call's
+    audio (not of the chunk); empty when the engine cannot time them."""
 
     samples: FloatAudio
     words: tuple[WordTiming, ...] = field(default=())

@@ -1,21 +1,33 @@
-"""Streaming audio encoders (pcm, wav, mp3) behind one interface, and a fixed-size framer.
+"""Streaming audio encoders behind one interface, and a fixed-size framer.
 
 Every encoder takes audio as it is synthesized (float32 samples in [-1, 1], or 16-bit
 little-endian PCM bytes) and returns the encoded bytes that can be sent now; `finish()`
 returns whatever the encoder still holds. Concatenating every output gives a valid file.
+
+- pcm, wav (streaming header): written here, they are just PCM;
+- mp3: LAME (lameenc), constant bitrate, frames out as they are encoded;
+- opus (in Ogg), aac (ADTS), flac: FFmpeg's encoders and muxers through PyAV, writing into a
+  non-seekable sink that is drained after every `encode`. What that makes incremental is
+  checked in tests/unit/test_encoders_av.py: ADTS writes every AAC frame at once (after the
+  encoder's ~1024-sample lookahead); Ogg writes a page per `page_duration` (set to 20 ms
+  here, FFmpeg's default of 1 s would hold a second of audio back); FLAC writes its header
+  (with ~8 KiB of padding) first and each frame as it is encoded, but cannot go back to fill
+  in STREAMINFO's total-samples and MD5 fields on a stream, so those stay 0 ("unknown"), which
+  the format allows and decoders accept.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 import wave
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.wire.bidi import DEFAULT_FORMAT, FORMATS, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_FORMAT, SAMPLE_RATE
 
 FloatAudio = npt.NDArray[np.float32]
 AudioInput = FloatAudio | bytes
@@ -28,7 +40,13 @@ CONTENT_TYPES: dict[str, str] = {
     "pcm": f"audio/pcm;rate={SAMPLE_RATE};channels=1;encoding=s16le",
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
+    "opus": "audio/ogg; codecs=opus",
+    "aac": "audio/aac",
+    "flac": "audio/flac",
 }
+EncodedFormat = Literal["pcm", "wav", "mp3", "opus", "aac", "flac"]
+"""Every format an encoder exists for (the bidi session offers the first three)."""
+ENCODED_FORMATS: tuple[EncodedFormat, ...] = ("pcm", "wav", "mp3", "opus", "aac", "flac")
 
 
 def to_pcm16(audio: AudioInput) -> bytes:
@@ -149,6 +167,84 @@ class Mp3Encoder:
         return bytes(self._encoder.flush())
 
 
+class _Drain(io.RawIOBase):
+    """A write-only, non-seekable file for PyAV's muxer: `take()` returns what it wrote so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._written = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._written += chunk
+        return len(chunk)
+
+    def take(self) -> bytes:
+        out = bytes(self._written)
+        self._written.clear()
+        return out
+
+
+# format -> (muxer, encoder, nominal bitrate in bits/s, muxer options)
+_AV_FORMATS: dict[str, tuple[str, str, int, dict[str, str]]] = {
+    "opus": ("ogg", "libopus", 32_000, {"page_duration": "20000"}),  # µs: a page per Opus frame
+    "aac": ("adts", "aac", 64_000, {}),
+    "flac": ("flac", "flac", 24_000 * 16 * 6 // 10, {}),  # lossless: ~60 % of PCM for speech
+}
+
+
+class AvEncoder:
+    """Opus (Ogg), AAC (ADTS) or FLAC via PyAV (FFmpeg), streamed: see the module docstring."""
+
+    def __init__(self, audio_format: str, sample_rate: int = SAMPLE_RATE) -> None:
+        import av
+
+        muxer, codec, bit_rate, options = _AV_FORMATS[audio_format]
+        self.format = audio_format
+        self.content_type = CONTENT_TYPES[audio_format]
+        self.sample_rate = sample_rate
+        self._bit_rate = bit_rate
+        self._sink = _Drain()
+        self._container: Any = av.open(self._sink, mode="w", format=muxer, options=options)
+        self._stream: Any = self._container.add_stream(codec, rate=sample_rate, layout="mono")
+        if audio_format != "flac":
+            self._stream.codec_context.bit_rate = bit_rate
+        self._frame_type: Any = av.AudioFrame
+        self._pts = 0
+        self._finished = False
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self._bit_rate // 8
+
+    def encode(self, audio: AudioInput) -> bytes:
+        pcm = np.frombuffer(to_pcm16(audio), dtype="<i2")
+        if not len(pcm):
+            return b""
+        frame = self._frame_type.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = self.sample_rate
+        frame.pts = self._pts
+        self._pts += len(pcm)
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+        return self._sink.take()
+
+    def finish(self) -> bytes:
+        if self._finished:
+            return b""
+        self._finished = True
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+        return self._sink.take()
+
+
 def create_encoder(
     audio_format: str = DEFAULT_FORMAT, sample_rate: int = SAMPLE_RATE, mp3_bitrate_kbps: int = 48
 ) -> AudioEncoder:
@@ -159,7 +255,9 @@ def create_encoder(
         return WavEncoder(sample_rate)
     if audio_format == "mp3":
         return Mp3Encoder(sample_rate, mp3_bitrate_kbps)
-    raise ValueError(f"unknown audio format {audio_format!r}; choose one of {', '.join(FORMATS)}")
+    if audio_format in _AV_FORMATS:
+        return AvEncoder(audio_format, sample_rate)
+    raise ValueError(f"unknown audio format {audio_format!r}; choose one of {', '.join(ENCODED_FORMATS)}")
 
 
 class Framer:

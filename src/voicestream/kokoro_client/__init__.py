@@ -33,6 +33,7 @@ from .events import (
     RequestTimings,
     SessionClosed,
     SynthesisStart,
+    Words,
 )
 from .session import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
 from .transport import FrameMode, Payload, Transport
@@ -77,6 +78,7 @@ __all__ = [
     "SynthesisStart",
     "Transport",
     "WebSocketTransport",
+    "Words",
     "bidi_url",
     "encode_client_message",
 ]

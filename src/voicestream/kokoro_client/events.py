@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from voicestream.wire.bidi import Cancelled, Pong, SessionClosed, SynthesisStart
+from voicestream.wire.bidi import Cancelled, Pong, SessionClosed, SynthesisStart, Words
 from voicestream.wire.errors import ErrorMessage
+from voicestream.wire.words import WordTiming
 
 Outcome = Literal["pending", "complete", "error", "cancelled"]
 
@@ -37,6 +38,19 @@ class RequestTimings:
     server_audio_ms: float | None = None
     server_first_audio_ms: float | None = None
     server_synth_ms: float | None = None
+    format: str | None = None  # from synthesis_start
+    sample_rate: int | None = None
+    words: list[WordTiming] = field(default_factory=list)
+    """Word timings received for this request (seconds of its audio), in order."""
+
+    @property
+    def audio_s(self) -> float | None:
+        """Seconds of audio received for this request: exact for pcm and wav (counted from the
+        bytes, so also for a cancelled request); for mp3 the server's figure once complete."""
+        if self.format in ("pcm", "wav") and self.sample_rate:
+            header = 44 if self.format == "wav" and self.audio_bytes >= 44 else 0
+            return (self.audio_bytes - header) / 2 / self.sample_rate
+        return None if self.server_audio_ms is None else self.server_audio_ms / 1000
 
     @property
     def first_audio_s(self) -> float | None:
@@ -69,7 +83,7 @@ class RequestCompleted:
     timings: RequestTimings
 
 
-Event = SynthesisStart | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed
+Event = SynthesisStart | Words | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed
 
 __all__ = [
     "Audio",
@@ -82,4 +96,5 @@ __all__ = [
     "RequestTimings",
     "SessionClosed",
     "SynthesisStart",
+    "Words",
 ]

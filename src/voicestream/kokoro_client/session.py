@@ -36,10 +36,12 @@ from voicestream.wire.bidi import (
     SynthesisComplete,
     SynthesisStart,
     Synthesize,
+    Words,
     parse_server_message,
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import parse_control_frame
+from voicestream.wire.words import HeardWord, WordTiming, words_heard
 
 from .errors import (
     ConnectionLostError,
@@ -104,10 +106,12 @@ class BidiSession:
         connect_timeout: float = 15.0,
         silence_timeout: float = 30.0,
         close_timeout: float = 10.0,
+        words: bool = False,
     ) -> None:
         """`silence_timeout`: seconds without any frame, while a request, ping, cancel or close
         is unanswered, before `events()` raises `SessionTimeoutError`. `close_timeout` bounds
-        how long `close()` waits for the server to acknowledge."""
+        how long `close()` waits for the server to acknowledge. `words`: ask for word timings
+        (`Words` events) on every request unless `send` says otherwise."""
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("silence_timeout", silence_timeout),
@@ -119,6 +123,7 @@ class BidiSession:
         self.connect_timeout = connect_timeout
         self.silence_timeout = silence_timeout
         self.close_timeout = close_timeout
+        self.words = words
         self.timings: dict[str, RequestTimings] = {}
         """Every request sent on this session, in send order, with its client-side timings."""
         self.connect_s: float | None = None
@@ -150,6 +155,7 @@ class BidiSession:
         connect_timeout: float = 15.0,
         silence_timeout: float = 30.0,
         close_timeout: float = 10.0,
+        words: bool = False,
     ) -> BidiSession:
         """A session straight to a server (`ws://host:port` or the full route URL)."""
         from .websocket import WebSocketTransport
@@ -159,6 +165,7 @@ class BidiSession:
             connect_timeout=connect_timeout,
             silence_timeout=silence_timeout,
             close_timeout=close_timeout,
+            words=words,
         )
 
     @classmethod
@@ -171,6 +178,7 @@ class BidiSession:
         connect_timeout: float = 15.0,
         silence_timeout: float = 30.0,
         close_timeout: float = 10.0,
+        words: bool = False,
         **transport_options: Any,
     ) -> BidiSession:
         """A session through a SageMaker endpoint; options go to `SageMakerTransport`."""
@@ -181,6 +189,7 @@ class BidiSession:
             connect_timeout=connect_timeout,
             silence_timeout=silence_timeout,
             close_timeout=close_timeout,
+            words=words,
         )
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -196,6 +205,14 @@ class BidiSession:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    @property
+    def is_open(self) -> bool:
+        """Connected, and neither closed nor failed nor ended by the server: `send` would work."""
+        # The reader stops at the end of the stream even when nobody is consuming events.
+        reading = self._reader is not None and not self._reader.done()
+        ended = self._ended or self._server_closed or self._failure is not None
+        return self._state is SessionState.OPEN and reading and not ended
 
     async def connect(self) -> None:
         """Open the transport within `connect_timeout`; raises `SessionConnectError`."""
@@ -263,8 +280,10 @@ class BidiSession:
         speed: float | None = None,
         format: AudioFormat | None = None,
         request_id: str | None = None,
+        words: bool | None = None,
     ) -> str:
-        """Queue `text` for synthesis and return its request id at once (pipelined)."""
+        """Queue `text` for synthesis and return its request id at once (pipelined).
+        `words` asks for its word timings (default: the session's `words`)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text must be a non-empty string")
         try:
@@ -279,7 +298,10 @@ class BidiSession:
         self._expect()
         self.timings[rid] = timing
         self._pending[rid] = timing
-        message = Synthesize(text=text, request_id=rid, voice=voice, speed=speed, format=format)
+        want_words = self.words if words is None else words
+        message = Synthesize(
+            text=text, request_id=rid, voice=voice, speed=speed, format=format, words=True if want_words else None
+        )
         await self._send_message(message)
         return rid
 
@@ -421,7 +443,12 @@ class BidiSession:
         if isinstance(message, SynthesisStart):
             timing = self._known(message.request_id, "synthesis_start")
             timing.started_at = at
+            timing.format, timing.sample_rate = message.format, message.sample_rate
             self._current = timing
+            return message
+        if isinstance(message, Words):
+            timing = self._known(message.request_id, "words")
+            timing.words.extend(message.words)
             return message
         if isinstance(message, SynthesisComplete):
             timing = self._known(message.request_id, "synthesis_complete")
@@ -476,6 +503,28 @@ class BidiSession:
         if timing.completed_at is None:
             timing.completed_at = at
             timing.outcome = outcome
+
+    # --- what was heard ----------------------------------------------------------------------
+
+    def words_received(self) -> list[tuple[str, WordTiming]]:
+        """Every word timing received so far, (request_id, word), in play order: after a
+        cancel, what the server had timed up to the cut (words come before their audio)."""
+        return [(rid, word) for rid, timing in self.timings.items() for word in timing.words]
+
+    def words_heard(self, played_s: float) -> list[HeardWord]:
+        """The words a listener heard after `played_s` seconds of this session's audio, played
+        back to back in request order (what a barge-in interrupted: pass the player's position).
+
+        Needs the requests' durations: exact for pcm and wav; for mp3 the server's figure of
+        each completed request (a cancelled mp3 request ends the count)."""
+        started = [t for t in self.timings.values() if t.started_at is not None]
+        requests: list[tuple[str, float | None, list[WordTiming]]] = []
+        for timing in started:
+            duration = timing.audio_s
+            requests.append((timing.request_id, duration, timing.words))
+            if duration is None:
+                break
+        return words_heard(requests, played_s)
 
     # --- stop-and-wait convenience ----------------------------------------------------------
 

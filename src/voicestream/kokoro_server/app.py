@@ -5,6 +5,8 @@
   e.g. VOICESTREAM_DEVICE=cuda where torch sees no GPU)
 - POST /invocations: one text in, streamed audio out (invocations.py)
 - WS /invocations-bidirectional-stream: the persistent session (session.py)
+- POST /v1/audio/speech, GET /v1/models, GET /v1/audio/voices: the OpenAI-compatible speech
+  API (openai_speech.py)
 
 The handlers only translate; behaviour lives in the runtime, the session and the stream.
 """
@@ -23,12 +25,14 @@ from starlette.websockets import WebSocket
 
 from voicestream import env
 from voicestream.engine.base import SpeechEngine
+from voicestream.kokoro_server import openai_speech
 from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
 from voicestream.wire.errors import ErrorCode, ErrorMessage
+from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
 
 
 async def ping(request: Request) -> JSONResponse:
@@ -91,6 +95,9 @@ def create_app(
             Route(PING_PATH, ping, methods=["GET", "POST"]),
             Route(INVOCATIONS_PATH, invocations, methods=["POST"]),
             WebSocketRoute(BIDI_PATH, bidirectional_stream),
+            Route(OPENAI_SPEECH_PATH, openai_speech.speech, methods=["POST"]),
+            Route(OPENAI_MODELS_PATH, openai_speech.models, methods=["GET"]),
+            Route(OPENAI_VOICES_PATH, openai_speech.voices, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

@@ -9,6 +9,10 @@ Two transports:
   `error` event.
 
 A client that disconnects stops the synthesis after the engine step in flight.
+
+SageMaker has only this route for streamed requests, so a request whose CustomAttributes
+(header `X-Amzn-SageMaker-Custom-Attributes`) hold `route=/v1/audio/speech` carries an
+OpenAI speech body and is answered exactly as POST /v1/audio/speech (openai_speech.py).
 """
 
 from __future__ import annotations
@@ -26,17 +30,24 @@ from voicestream.asgi import StreamingBody, error_response, read_body
 from voicestream.engine.base import InvalidRequestError
 from voicestream.engine.encoders import CONTENT_TYPES
 from voicestream.kokoro_server.logs import log_event, request_id_var
+from voicestream.kokoro_server.openai_speech import openai_error, speech_response
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_invocation_request
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.framing import encode_sse
+from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech
 
 SSE_CONTENT_TYPE = "text/event-stream"
 
 
 async def invocations(request: Request) -> Any:
     runtime: ServerRuntime = request.app.state.runtime
+    if routes_to_openai_speech(request.headers.get(CUSTOM_ATTRIBUTES_HEADER)):
+        try:
+            return await speech_response(runtime, await read_body(request, runtime.limits.max_message_bytes))
+        except ProtocolError as error:
+            return openai_error(error)
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()

@@ -31,7 +31,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.logs import log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.runtime import ServerRuntime
-from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
+from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (
     DEFAULT_VOICE,
     SAMPLE_RATE,
@@ -47,6 +47,7 @@ from voicestream.wire.bidi import (
     SynthesisComplete,
     SynthesisStart,
     Synthesize,
+    Words,
     encode_server_message,
     parse_client_message,
 )
@@ -81,6 +82,7 @@ class SessionDefaults:
     voice: str = DEFAULT_VOICE
     speed: float = 1.0
     format: AudioFormat = "pcm"
+    words: bool = False
 
 
 class EndReason(StrEnum):
@@ -99,7 +101,8 @@ class RequestAudio:
     def __init__(self, stream: AudioStream, max_frames: int) -> None:
         self.stream = stream
         self.request = stream.request
-        self.frames: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=max_frames)  # None: the end
+        # Audio frames and word timings (sent before the frames they cover); None: the end.
+        self.frames: asyncio.Queue[AudioItem | None] = asyncio.Queue(maxsize=max_frames)
         self.error: ErrorMessage | None = None
 
 
@@ -297,6 +300,7 @@ class ServerSession:
             speed=message.speed if message.speed is not None else self.defaults.speed,
             format=message.format or self.defaults.format,
             received_at=time.perf_counter(),
+            words=message.words if message.words is not None else self.defaults.words,
         )
         self._pending[request_id] = request
         self._requests.put_nowait(request)
@@ -317,6 +321,8 @@ class ServerSession:
             self.defaults.speed = message.speed
         if message.format is not None:
             self.defaults.format = message.format
+        if message.words is not None:
+            self.defaults.words = message.words
         log_event("config", voice=self.defaults.voice, speed=self.defaults.speed, format=self.defaults.format)
 
     def _check_voice(self, voice: str, request_id: str | None) -> None:
@@ -346,8 +352,9 @@ class ServerSession:
             audio = RequestAudio(AudioStream(self.runtime, request), self._max_frames)
             await self._outbox.put(audio)
             try:
-                async for frame in audio.stream.frames():
-                    await audio.frames.put(frame)
+                async for item in audio.stream.items():
+                    if isinstance(item, bytes) or request.words:
+                        await audio.frames.put(item)
             except InvalidRequestError as error:
                 audio.error = ErrorMessage(error.code, str(error), request.request_id)
             except Exception as error:
@@ -364,6 +371,9 @@ class ServerSession:
             sample_width = 1 if request.format == "mp3" else 2
             first_audio_ms: float | None = None
             while (frame := await audio.frames.get()) is not None:
+                if not isinstance(frame, bytes):
+                    await self._send_control(Words(request.request_id, frame))
+                    continue
                 for part in make_audio_frames_safe(frame, sample_width=sample_width):
                     await self._send_audio(part)
                 if first_audio_ms is None:

@@ -1,6 +1,9 @@
 """A validated speech request, and its audio: sentences synthesized in turn, encoded, framed.
 
-Both POST /invocations and the bidirectional session stream requests through this. Each
+POST /invocations, the bidirectional session and /v1/audio/speech stream requests through this:
+`frames()` yields the encoded audio, `items()` also the word timings of what comes next (a
+`WordTiming` tuple, in seconds of the request's audio, yielded before the frames that speak
+them). Each
 engine step (G2P of a sentence, one inference) runs in a synthesis worker thread and the
 frames are yielded as soon as they exist; a consumer that stops iterating stops the work
 after the step in flight, so a cancelled or disconnected request costs at most one step.
@@ -13,10 +16,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from voicestream.chunker import split_sentences
-from voicestream.engine.base import AudioChunk
-from voicestream.engine.encoders import Framer, create_encoder
+from voicestream.engine.base import AudioChunk, WordTiming
+from voicestream.engine.encoders import EncodedFormat, Framer, create_encoder
 from voicestream.kokoro_server.runtime import ServerRuntime
-from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat
+from voicestream.wire.bidi import SAMPLE_RATE
+
+AudioItem = bytes | tuple[WordTiming, ...]
+"""An encoded audio frame, or the word timings of the audio that follows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +33,9 @@ class SpeechRequest:
     text: str
     voice: str
     speed: float
-    format: AudioFormat
+    format: EncodedFormat
     received_at: float  # time.perf_counter() when the server received it
+    words: bool = False  # the client asked for word timings
 
 
 @dataclass(slots=True)
@@ -56,6 +63,11 @@ class AudioStream:
         self.stats = StreamStats()
 
     async def frames(self) -> AsyncIterator[bytes]:
+        async for item in self.items():
+            if isinstance(item, bytes):
+                yield item
+
+    async def items(self) -> AsyncIterator[AudioItem]:
         limits = self.runtime.limits
         engine = self.runtime.engine
         request = self.request
@@ -65,6 +77,7 @@ class AudioStream:
         for sentence in sentences or [request.text]:
             self.stats.sentences += 1
             self.runtime.stats.sentences_started += 1
+            sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
             started = time.perf_counter()
             chunks = await self.runtime.in_worker(engine.synthesize, sentence, request.voice, request.speed)
             self.stats.synth_s += time.perf_counter() - started
@@ -74,6 +87,8 @@ class AudioStream:
                 self.stats.synth_s += time.perf_counter() - started
                 if chunk is None:
                     break
+                if chunk.words:
+                    yield tuple(word.shifted(sentence_offset_s) for word in chunk.words)
                 self.stats.audio_samples += len(chunk.samples)
                 for frame in framer.push(encoder.encode(chunk.samples)):
                     self.stats.audio_bytes += len(frame)

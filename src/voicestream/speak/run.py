@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from voicestream.chunker import SentenceChunker
-from voicestream.kokoro_client import Audio, BidiSession, Cancelled, RequestCompleted, SessionClosed, SessionError
+from voicestream.kokoro_client import (
+    Audio,
+    BidiSession,
+    Cancelled,
+    RequestCompleted,
+    SessionClosed,
+    SessionError,
+    Words,
+)
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat
 from voicestream.wire.errors import ErrorCode, ErrorMessage
 from voicestream.wire.speak import (
@@ -39,6 +47,7 @@ from voicestream.wire.speak import (
     Sentence,
     SentenceAudio,
     SentenceSpoken,
+    SentenceWords,
     SpeakEvent,
     Status,
     TextDelta,
@@ -70,6 +79,7 @@ class SpeakOptions:
     max_duration_s: float = 300.0
     first_clause_min_words: int | None = 4
     max_chars: int = 300
+    words: bool = True  # ask the server for word timings (`words` events)
 
 
 class Chunking(Protocol):
@@ -312,6 +322,7 @@ class _SpeakRun:
                     voice=self.options.voice,
                     speed=self.options.speed,
                     format=self._wire_format(index),
+                    words=self.options.words,
                 )
         except SessionError as exc:
             self._finish("error", exc.code, str(exc))
@@ -331,6 +342,8 @@ class _SpeakRun:
             async for event in session.events():
                 if isinstance(event, Audio):
                     self._on_audio(event)
+                elif isinstance(event, Words):
+                    self._on_words(event)
                 elif isinstance(event, RequestCompleted):
                     self._on_complete(event)
                 elif isinstance(event, ErrorMessage):
@@ -351,6 +364,12 @@ class _SpeakRun:
             self._first_audio = t_ms
         self._audio_bytes += len(event.data)
         self._emit(SentenceAudio(index=index, data=event.data, t_ms=t_ms))
+
+    def _on_words(self, event: Words) -> None:
+        # Sentences are spoken in order and never interleave: every earlier one is complete.
+        offset_s = round(self._audio_ms / 1000, 4)
+        index = self._index_of[event.request_id]
+        self._emit(SentenceWords(index=index, words=event.words, offset_s=offset_s, t_ms=self._t()))
 
     def _on_complete(self, event: RequestCompleted) -> None:
         self._completed += 1

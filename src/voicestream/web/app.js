@@ -3,8 +3,10 @@
 // window.voicestream exposes the page's state for people in DevTools and for the browser test:
 //   stats    counters of the current reply (samples scheduled/played, first audio, …)
 //   timeline the entries shown in the timeline, as data
+//   captions() the live captions as data: the words on the reply's timeline, the one highlighted
 //   speak(), stop()
 
+import { Captions } from './captions.js';
 import { FrameError, readSpeakResponse, transportOf } from './frames.js';
 import { Mp3StreamPlayer, PcmStreamPlayer, audioContextFor } from './player.js';
 
@@ -36,6 +38,7 @@ const ui = {
   status: $('status'),
   error: $('error'),
   reply: $('reply'),
+  captions: $('captions'),
   timeline: $('timeline'),
   summary: $('summary'),
   mp3Audio: $('mp3-audio'),
@@ -59,14 +62,19 @@ function freshStats() {
     doneAudioBytes: null,
     serverTimings: null,
     samplesScheduledAtStop: null,
+    samplesPlayedAtStop: null,
+    wordsHeardAtStop: null, // at a Stop: the words whose start had been played (barge-in)
     error: null,
   };
 }
+
+const captions = new Captions(ui.captions);
 
 const page = {
   requests: 0,
   stats: freshStats(),
   timeline: [],
+  captions: () => captions.snapshot(),
   speak: () => ui.form.requestSubmit(),
   stop: () => current?.cancel('stopped'),
 };
@@ -214,6 +222,7 @@ class Reply {
     this.player.onProgress = (stats) => {
       page.stats.samplesPlayed = stats.samplesPlayed;
       page.stats.underruns = stats.underruns;
+      captions.update(this.position());
     };
     this.player.onDrained = () => this.onDrained();
   }
@@ -245,6 +254,18 @@ class Reply {
       this.log('sentence-audio', `sentence ${event.index + 1}: audio starts`, '', event.t_ms);
     }
     page.stats.samplesScheduled += this.player.push(event.audio);
+  }
+
+  // Word timings of a sentence, sent before its audio: shown as captions, highlighted as heard.
+  on_words(event) {
+    captions.add(event);
+  }
+
+  // Seconds of the reply's audio played so far (what the listener has heard).
+  position() {
+    if (!this.player) return 0;
+    if (this.player instanceof Mp3StreamPlayer) return ui.mp3Audio.currentTime;
+    return this.player.stats.samplesPlayed / this.player.sampleRate;
   }
 
   on_synthesis_complete(event) {
@@ -284,6 +305,7 @@ class Reply {
     this.finished = true;
     page.stats.samplesPlayed = this.player?.stats.samplesPlayed ?? 0;
     page.stats.underruns = this.player?.stats.underruns ?? 0;
+    captions.update(this.position());
     this.player?.close();
     const s = page.stats;
     setState('complete', `Done: ${s.sentences} sentence(s); first audio after ${ms(s.firstAudioMs)}.`);
@@ -306,6 +328,10 @@ class Reply {
     if (this.finished) return;
     this.finished = true;
     page.stats.samplesScheduledAtStop = page.stats.samplesScheduled;
+    page.stats.samplesPlayedAtStop = this.player?.stats.samplesPlayed ?? 0;
+    const position = this.position();
+    captions.update(position);
+    page.stats.wordsHeardAtStop = captions.heard(position);
     this.controller.abort();
     this.player?.stop();
     this.log('cancelled', 'cancelled', reason);
@@ -354,6 +380,7 @@ function requestBody() {
 function resetView() {
   clearError();
   ui.reply.textContent = '';
+  captions.reset();
   ui.timeline.replaceChildren();
   page.timeline = [];
   page.stats = freshStats();

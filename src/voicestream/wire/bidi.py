@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
+from voicestream.wire.words import WordTiming, parse_words, word_dicts
 
 SAMPLE_RATE = 24_000
 DEFAULT_FORMAT = "pcm"
@@ -77,6 +78,7 @@ class Synthesize:
     voice: str | None = None
     speed: float | None = None
     format: AudioFormat | None = None
+    words: bool | None = None  # send `words` frames (word timings) for this request
     type: ClassVar[str] = "synthesize"
 
 
@@ -87,6 +89,7 @@ class Config:
     voice: str | None = None
     speed: float | None = None
     format: AudioFormat | None = None
+    words: bool | None = None
     type: ClassVar[str] = "config"
 
 
@@ -144,6 +147,17 @@ class SynthesisComplete:
 
 
 @dataclass(frozen=True, slots=True)
+class Words:
+    """Word timings of request `request_id`, in seconds from the start of ITS audio.
+
+    Sent before the audio frames that speak them (a request may get several, in order)."""
+
+    request_id: str
+    words: tuple[WordTiming, ...]
+    type: ClassVar[str] = "words"
+
+
+@dataclass(frozen=True, slots=True)
 class Cancelled:
     request_ids: tuple[str, ...]
     type: ClassVar[str] = "cancelled"
@@ -165,10 +179,10 @@ class SessionClosed:
     type: ClassVar[str] = "session_closed"
 
 
-ServerMessage: TypeAlias = SynthesisStart | SynthesisComplete | ErrorMessage | Cancelled | Pong | SessionClosed
+ServerMessage: TypeAlias = SynthesisStart | SynthesisComplete | Words | ErrorMessage | Cancelled | Pong | SessionClosed
 
 _SERVER_TYPES: dict[str, type[ServerMessage]] = {
-    cls.type: cls for cls in (SynthesisStart, SynthesisComplete, ErrorMessage, Cancelled, Pong, SessionClosed)
+    cls.type: cls for cls in (SynthesisStart, SynthesisComplete, Words, ErrorMessage, Cancelled, Pong, SessionClosed)
 }
 
 
@@ -178,6 +192,9 @@ def server_message_dict(message: ServerMessage) -> dict[str, Any]:
     for spec in fields(message):
         value = getattr(message, spec.name)
         if value is None:
+            continue
+        if isinstance(message, Words) and spec.name == "words":
+            body["words"] = word_dicts(message.words)
             continue
         body[spec.name] = list(value) if isinstance(value, tuple) else value
     return body
@@ -199,6 +216,8 @@ def parse_server_message(payload: bytes | str) -> ServerMessage:
     values = {key: value for key, value in body.items() if key in known}
     if cls is Cancelled:
         values["request_ids"] = tuple(values.get("request_ids") or ())
+    if cls is Words:
+        values["words"] = parse_words(values.get("words"), "words message's words")
     try:
         return cls(**values)
     except TypeError as exc:
@@ -238,9 +257,12 @@ def parse_client_message(
                 voice=_voice(body, voices),
                 speed=_speed(body),
                 format=_format(body),
+                words=_flag(body, "words"),
             )
         if kind == "config":
-            return Config(voice=_voice(body, voices), speed=_speed(body), format=_format(body))
+            return Config(
+                voice=_voice(body, voices), speed=_speed(body), format=_format(body), words=_flag(body, "words")
+            )
         if kind == "cancel":
             return Cancel()
         if kind == "ping":
@@ -318,6 +340,13 @@ def _voice(body: dict[str, Any], voices: tuple[str, ...] | None) -> str | None:
     if voices is not None and ":" not in voice and "," not in voice and voice not in voices:
         raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"unknown voice {voice!r}")
     return voice
+
+
+def _flag(body: dict[str, Any], name: str) -> bool | None:
+    value = body.get(name)
+    if value is None or isinstance(value, bool):
+        return value
+    raise ProtocolError(ErrorCode.INVALID_REQUEST, f"{name} must be true or false, got {value!r}")
 
 
 def _speed(body: dict[str, Any]) -> float | None:

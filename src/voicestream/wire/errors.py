@@ -40,6 +40,7 @@ class ErrorCode(StrEnum):
     DUPLICATE_REQUEST_ID = "duplicate_request_id"
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INVALID_REQUEST = "invalid_request"
+    MODEL_NOT_FOUND = "model_not_found"  # the OpenAI-compatible route's `model`
     # the speak function's request fields
     MISSING_INPUT = "missing_input"
     INVALID_PROMPT = "invalid_prompt"

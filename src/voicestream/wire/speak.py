@@ -22,7 +22,7 @@ import binascii
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
 
-from voicestream.wire.errors import ErrorCode
+from voicestream.wire.errors import CodedError, ErrorCode
 from voicestream.wire.framing import (
     BINARY_FRAMES_CONTENT_TYPE,
     BinaryFrameDecoder,
@@ -34,6 +34,7 @@ from voicestream.wire.framing import (
     encode_event_frame,
     encode_sse,
 )
+from voicestream.wire.words import WordTiming, parse_words, word_dicts
 
 Mode = Literal["bidi", "batch"]
 """bidi: each sentence is spoken the moment it is cut; batch: the whole reply once written."""
@@ -91,6 +92,20 @@ class SentenceAudio:
 
 
 @dataclass(frozen=True, slots=True)
+class SentenceWords:
+    """Word timings of sentence `index`, in seconds of ITS audio; sent before the audio they cover.
+
+    `offset_s`: where that sentence's audio starts in the reply's audio (the sentences before
+    it, back to back), so `offset_s + start_s` places a word on the reply's timeline."""
+
+    index: int
+    words: tuple[WordTiming, ...]
+    offset_s: float
+    t_ms: float
+    event: ClassVar[str] = "words"
+
+
+@dataclass(frozen=True, slots=True)
 class SentenceSpoken:
     """Sentence `index` is fully spoken; `audio_ms` of audio, server-side timings in ms."""
 
@@ -138,10 +153,13 @@ class Done:
     event: ClassVar[str] = "done"
 
 
-SpeakEvent: TypeAlias = AgentStart | TextDelta | Sentence | SentenceAudio | SentenceSpoken | ReplyError | Done
+SpeakEvent: TypeAlias = (
+    AgentStart | TextDelta | Sentence | SentenceAudio | SentenceWords | SentenceSpoken | ReplyError | Done
+)
 
 EVENT_TYPES: Final[dict[str, type[SpeakEvent]]] = {
-    cls.event: cls for cls in (AgentStart, TextDelta, Sentence, SentenceAudio, SentenceSpoken, ReplyError, Done)
+    cls.event: cls
+    for cls in (AgentStart, TextDelta, Sentence, SentenceAudio, SentenceWords, SentenceSpoken, ReplyError, Done)
 }
 _CHOICES: Final[dict[str, tuple[str, ...]]] = {"mode": get_args(Mode), "status": get_args(Status)}
 
@@ -158,6 +176,8 @@ def event_fields(event: SpeakEvent) -> dict[str, Any]:
     if isinstance(event, SentenceAudio):
         body.pop("data")
         body["bytes"] = len(event.data)
+    if isinstance(event, SentenceWords):
+        body["words"] = word_dicts(event.words)
     return body
 
 
@@ -179,6 +199,11 @@ def event_from_fields(name: str, body: dict[str, Any], audio: bytes = b"") -> Sp
             values["data"] = audio
         if cls is Done:
             values["timings"] = ReplyTimings(**(values.get("timings") or {}))
+        if cls is SentenceWords:
+            try:
+                values["words"] = parse_words(values.get("words"), f"{name} event's words")
+            except CodedError as error:
+                raise EventFormatError(error.message) from None
         return cls(**values)
     except TypeError as exc:
         raise EventFormatError(f"malformed {name} event: {exc}") from None

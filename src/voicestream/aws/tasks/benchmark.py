@@ -24,11 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import boto3
 import httpx
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 
+from voicestream.aws.sigv4 import SigningError, caller_credentials, signed_headers
 from voicestream.chunker import split_sentences
 from voicestream.kokoro_client import BidiSession, RequestCompleted, SessionError
 from voicestream.texts import paragraph
@@ -184,12 +182,12 @@ class Benchmarker:
 
     def _signed_headers(self, url: str, body: bytes, region: str) -> dict[str, str]:
         """SigV4 for a Lambda function URL with AuthType AWS_IAM (service name "lambda")."""
-        credentials = self.credentials or boto3.Session().get_credentials()
-        if credentials is None:
-            raise BenchmarkError("no AWS credentials to sign the speak request with")
-        request = AWSRequest(method="POST", url=url, data=body, headers={"content-type": "application/json"})
-        SigV4Auth(credentials.get_frozen_credentials(), "lambda", region).add_auth(request)
-        return dict(request.headers.items())
+        try:
+            credentials = self.credentials or caller_credentials()
+        except SigningError as exc:
+            raise BenchmarkError(f"cannot sign the speak request: {exc}") from exc
+        content_type = {"content-type": "application/json"}
+        return signed_headers("POST", url, body, region=region, credentials=credentials, headers=content_type)
 
 
 # -- the report ------------------------------------------------------------------------------------

@@ -1,0 +1,151 @@
+"""The OpenAI-compatible speech API: POST /v1/audio/speech, GET /v1/models, GET /v1/audio/voices.
+
+The contract is `wire.openai_speech`; the audio is the same `AudioStream` POST /invocations and
+the bidi session use (sentences synthesized in turn, each streamed as soon as it exists), so the
+first bytes leave after the first sentence, not after the whole input. Like /invocations, the
+first audio is synthesized before the status line goes out (an engine error up to there is an
+honest 4xx/5xx); a failure after that aborts an `audio` body and ends an `sse` one with an
+`error` event. SageMaker reaches the same handler through POST /invocations with
+CustomAttributes `route=/v1/audio/speech` (invocations.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from voicestream.asgi import StreamingBody, read_body
+from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.encoders import CONTENT_TYPES
+from voicestream.kokoro_server.logs import log_event, request_id_var
+from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.openai_speech import (
+    OpenAISpeechRequest,
+    audio_delta_event,
+    audio_done_event,
+    error_event,
+    models_body,
+    openai_error_body,
+    parse_openai_speech_request,
+    words_event,
+)
+
+SSE_CONTENT_TYPE = "text/event-stream"
+
+
+def openai_error(error: CodedError, param: str | None = None) -> JSONResponse:
+    return JSONResponse(openai_error_body(error, param), status_code=error.status)
+
+
+async def speech(request: Request) -> JSONResponse | StreamingBody:
+    runtime: ServerRuntime = request.app.state.runtime
+    try:
+        body = await read_body(request, runtime.limits.max_message_bytes)
+    except ProtocolError as error:
+        return openai_error(error)
+    return await speech_response(runtime, body)
+
+
+async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse | StreamingBody:
+    """The response to one OpenAI speech body (the route's and /invocations' shared core)."""
+    request_id = uuid.uuid4().hex[:16]
+    request_id_var.set(request_id)
+    received_at = time.perf_counter()
+    if not runtime.ready:
+        return openai_error(CodedError(f"the model is {runtime.readiness.value}", code=ErrorCode.NOT_READY, status=503))
+    try:
+        parsed = parse_openai_speech_request(body, runtime.limits)
+        runtime.engine.validate_voice(parsed.voice)
+    except ProtocolError as error:
+        log_event("bad_openai_speech", logging.WARNING, code=error.code)
+        return openai_error(error)
+    except InvalidRequestError as error:
+        log_event("bad_openai_speech", logging.WARNING, code=error.code)
+        return openai_error(error, "voice")
+    speech_request = SpeechRequest(
+        request_id=request_id,
+        text=parsed.input,
+        voice=parsed.voice or DEFAULT_VOICE,
+        speed=parsed.speed,
+        format=parsed.response_format,
+        received_at=received_at,
+        words=parsed.words,
+    )
+    log_event("openai_speech", chars=len(parsed.input), format=parsed.response_format, stream=parsed.stream_format)
+    stream = AudioStream(runtime, speech_request)
+    items = stream.items()
+    # Up to the first audio frame (word timings may come first), errors are still a status.
+    head: list[AudioItem] = []
+    try:
+        async for item in items:
+            head.append(item)
+            if isinstance(item, bytes):
+                break
+    except InvalidRequestError as error:
+        log_event("openai_speech_refused", logging.WARNING, code=error.code)
+        return openai_error(error)
+    except Exception as error:
+        log_event("openai_speech_failed", logging.ERROR, exc_info=True, error=repr(error))
+        return openai_error(CodedError(f"synthesis failed: {error}", code=ErrorCode.SYNTHESIS_FAILED))
+    headers = {"x-request-id": request_id, "x-sample-rate": str(SAMPLE_RATE), "cache-control": "no-cache"}
+    if parsed.stream_format == "sse":
+        return StreamingBody(_sse(parsed, stream, _chain(head, items)), SSE_CONTENT_TYPE, headers, on_failure=_aborted)
+    audio = _audio(stream, _chain(head, items))
+    return StreamingBody(audio, CONTENT_TYPES[parsed.response_format], headers, on_failure=_aborted)
+
+
+def _aborted(error: Exception) -> None:
+    log_event("openai_speech_aborted", logging.ERROR, exc_info=True, error=repr(error))
+
+
+async def _chain(head: list[AudioItem], rest: AsyncIterator[AudioItem]) -> AsyncIterator[AudioItem]:
+    for item in head:
+        yield item
+    async for item in rest:
+        yield item
+
+
+async def _audio(stream: AudioStream, items: AsyncIterator[AudioItem]) -> AsyncIterator[bytes]:
+    async for item in items:
+        if isinstance(item, bytes):
+            yield item
+    log_event("openai_speech_done", audio_ms=stream.stats.audio_ms, audio_bytes=stream.stats.audio_bytes)
+
+
+async def _sse(
+    parsed: OpenAISpeechRequest, stream: AudioStream, items: AsyncIterator[AudioItem]
+) -> AsyncIterator[bytes]:
+    try:
+        async for item in items:
+            if isinstance(item, bytes):
+                yield audio_delta_event(item)
+            elif parsed.words:
+                yield words_event(item)
+    except Exception as error:
+        log_event("openai_speech_failed", logging.ERROR, exc_info=True, error=repr(error))
+        coded = error if isinstance(error, CodedError) else CodedError(f"synthesis failed: {error}")
+        if not isinstance(error, CodedError):
+            coded.code = ErrorCode.SYNTHESIS_FAILED
+        yield error_event(coded)
+        return
+    log_event("openai_speech_done", audio_ms=stream.stats.audio_ms, audio_bytes=stream.stats.audio_bytes)
+    yield audio_done_event(len(parsed.input))
+
+
+async def models(request: Request) -> JSONResponse:
+    return JSONResponse(models_body())
+
+
+async def voices(request: Request) -> JSONResponse:
+    runtime: ServerRuntime = request.app.state.runtime
+    if not runtime.ready:
+        return openai_error(CodedError(f"the model is {runtime.readiness.value}", code=ErrorCode.NOT_READY, status=503))
+    return JSONResponse({"voices": list(runtime.engine.voices()), "default": DEFAULT_VOICE})

@@ -1,0 +1,134 @@
+"""The LiveKit Agents plugin, standalone (no room), against the real local server: synthesize()
+and stream() give exactly the server's audio, stream() emits timed transcripts on the segment's
+timeline, metrics are reported, and aclose() makes the server cancel its work (its own log says
+so). Runs in .venv-livekit (make test-plugins)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import pytest
+from livekit.agents import tts as lk_tts
+from livekit.agents.metrics import TTSMetrics
+from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT, TimedString
+
+from tests.plugins.conftest import ServerProcess
+from voicestream.chunker import SentenceChunker
+from voicestream.integrations.livekit import TTS
+from voicestream.speak.sources import tokenize
+from voicestream.texts import bench_texts
+
+BOUND_S = 240.0
+LONG = " ".join(f"Sentence number {n} is here to keep the speaker busy for a while." for n in range(12))
+
+
+def pieces_of(text: str) -> list[str]:
+    chunker = SentenceChunker(first_clause_min_words=4)
+    pieces = [piece for token in tokenize(text) for piece in chunker.feed(token)]
+    rest = chunker.flush()
+    return pieces + ([rest] if rest else [])
+
+
+async def server_audio(url: str, pieces: list[str]) -> bytes:
+    async with httpx.AsyncClient(timeout=120) as client:
+        return b"".join(
+            [(await client.post(f"{url}/invocations", json={"text": p, "format": "pcm"})).content for p in pieces]
+        )
+
+
+def pcm(events: list[lk_tts.SynthesizedAudio]) -> bytes:
+    return b"".join(bytes(event.frame.data) for event in events)
+
+
+def assert_same_audio(got: bytes, expected: bytes) -> None:
+    """LiveKit's emitter ends a segment with a short silent marker frame (10 ms here)."""
+    assert got[: len(expected)] == expected
+    tail = got[len(expected) :]
+    assert len(tail) <= 960 and not any(tail), len(tail)
+
+
+async def test_synthesize_is_the_servers_audio(kokoro_url: str) -> None:
+    text = "The museum opens at ten. Tickets cost eighteen euros."
+    engine = TTS(url=kokoro_url)
+    metrics: list[TTSMetrics] = []
+    engine.on("metrics_collected", metrics.append)
+    async with asyncio.timeout(BOUND_S):
+        events = [event async for event in engine.synthesize(text)]
+        await asyncio.sleep(0.1)  # metrics are emitted by a task of their own
+        await engine.aclose()
+    assert events and all(e.frame.sample_rate == 24_000 and e.frame.num_channels == 1 for e in events)
+    assert_same_audio(pcm(events), await server_audio(kokoro_url, [text]))
+    assert metrics and metrics[0].ttfb > 0 and metrics[0].audio_duration > 1.0 and not metrics[0].streamed
+
+
+async def test_stream_speaks_the_chunkers_pieces_on_one_session(kokoro_url: str) -> None:
+    text = bench_texts()["paragraph_4_sentences"]
+    engine = TTS(url=kokoro_url)
+    engine.prewarm()
+    async with asyncio.timeout(BOUND_S):
+        stream = engine.stream()
+        for token in tokenize(text):
+            stream.push_text(token)
+        stream.end_input()
+        events = [event async for event in stream]
+        await stream.aclose()
+        await engine.aclose()
+    assert events[-1].is_final and not any(e.is_final for e in events[:-1])
+    assert len(pieces_of(text)) >= 4
+    assert_same_audio(pcm(events), await server_audio(kokoro_url, pieces_of(text)))
+
+
+async def test_stream_emits_timed_transcripts(tone_url: str) -> None:
+    text = "Sure, I can help with that today. Your table is booked for eight tonight."
+    engine = TTS(url=tone_url)
+    async with asyncio.timeout(BOUND_S):
+        stream = engine.stream()
+        for token in tokenize(text):
+            stream.push_text(token)
+        stream.end_input()
+        events = [event async for event in stream]
+        await stream.aclose()
+        await engine.aclose()
+    assert engine.capabilities.streaming and engine.capabilities.aligned_transcript
+    words: list[TimedString] = [w for e in events for w in e.frame.userdata.get(USERDATA_TIMED_TRANSCRIPT, [])]
+    assert "".join(words).strip() == text
+    # The tone server speaks 15 ms per character: each word starts at its characters before it,
+    # plus the audio of the segment's earlier pieces.
+    expected: list[float] = []
+    offset = 0.0
+    for piece in pieces_of(text):
+        spoken = piece.strip()
+        expected += [offset + 0.015 * match.start() for match in re.finditer(r"\S+", spoken)]
+        offset += 0.015 * len(spoken)
+    assert [w.start_time for w in words] == pytest.approx(expected, abs=0.002)
+
+
+@pytest.mark.parametrize("closer", ["stream", "tts"])
+async def test_aclose_makes_the_server_cancel(tone: ServerProcess, closer: str) -> None:
+    engine = TTS(url=tone.url)
+    before = len(tone.log_events("cancelled"))
+    async with asyncio.timeout(BOUND_S):
+        stream = engine.stream()
+        for token in tokenize(LONG):
+            stream.push_text(token)
+        stream.end_input()
+        got = 0
+        async for _event in stream:
+            got += 1
+            if got == 3:
+                break
+        await (stream.aclose() if closer == "stream" else engine.aclose())
+        await engine.aclose()
+    cancelled = tone.wait_for_log("cancelled")[before:]
+    assert cancelled and cancelled[-1]["request_ids"], cancelled  # the server dropped queued/in-progress work
+    ended = tone.wait_for_log("session_end")
+    assert ended[-1]["reason"] in ("close", "disconnect")
+
+
+def test_exactly_one_destination() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        TTS()
+    with pytest.raises(ValueError, match="region"):
+        TTS(endpoint_name="kokoro")
