@@ -13,6 +13,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
 from tests.support.fake_vllm_omni import (
     FAIL_TRIGGER,
     FakeVllmOmni,
@@ -22,11 +25,8 @@ from tests.support.fake_vllm_omni import (
     split_units,
     tone_synthesizer,
 )
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
-
-from voicestream import vllm_omni_protocol as vo
 from voicestream.engine.base import SpeechEngine
+from voicestream.wire import vllm_omni as vo
 
 Frame = dict[str, Any] | bytes
 FakeFactory = Callable[..., AbstractContextManager[tuple[FakeVllmOmni, str]]]

@@ -1,7 +1,7 @@
 """The wire contract of vLLM-Omni's streaming speech WebSocket, `/v1/audio/speech/stream`.
 
 docs/vllm-omni.md says the same in prose, with the upstream sources and how the route changed
-between versions. Pure standard library, like voicestream.protocol: Lambda functions import it.
+between versions. Standard library only, like the rest of `wire`: Lambda functions import it.
 
 Client -> server: one JSON object per TEXT frame (a binary frame ends the session upstream):
 `session.config` first, then `input.text` / `input.done` (a flush) / `session.close`.
@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal, TypeAlias
+
+from voicestream.wire.errors import CodedError
 
 # --- constants (docs/vllm-omni.md) -----------------------------------------------------------
 
@@ -95,13 +97,23 @@ class VllmOmniErrorCode(StrEnum):
     SERVER_ERROR = "server_error"  # an error text this module does not know
 
 
-class VllmOmniError(Exception):
-    """A message cannot be sent or understood; `code` is a VllmOmniErrorCode."""
+# Refused on our side before sending: the caller asked for something upstream would refuse.
+_REFUSED_STATUS: Final[dict[VllmOmniErrorCode, int]] = {
+    VllmOmniErrorCode.INVALID_CONFIG: 400,
+    VllmOmniErrorCode.INVALID_TEXT: 400,
+    VllmOmniErrorCode.MESSAGE_TOO_LARGE: 413,
+}
+
+
+class VllmOmniError(CodedError):
+    """A message cannot be sent or understood; `code` is a VllmOmniErrorCode. A request we refuse
+    to send answers 400/413; anything the server said or did wrong, 502."""
+
+    code: VllmOmniErrorCode = VllmOmniErrorCode.SERVER_ERROR
+    status = 502
 
     def __init__(self, code: VllmOmniErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code=code, status=_REFUSED_STATUS.get(code, 502))
 
 
 # Upstream `error` messages carry only text; these prefixes (all versions) map it to a code.

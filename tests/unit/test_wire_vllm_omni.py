@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream import vllm_omni_protocol as vo
-from voicestream.vllm_omni_protocol import (
+from voicestream.wire import vllm_omni as vo
+from voicestream.wire.vllm_omni import (
     AudioChunk,
     AudioDone,
     AudioStart,
