@@ -236,3 +236,21 @@ class ScriptedTransport:
     async def close(self) -> None:
         self.closed = True
         self._wake.set()
+
+
+class TurnTransport(ScriptedTransport):
+    """A `ScriptedTransport` that answers in turns: the steps of `turns[i]` are played once the
+    client has sent `i + 1` messages matching `trigger` (a substring of the payload), as a server
+    that answers each request only after it arrived. Anything in `script` plays at once."""
+
+    def __init__(self, turns: list[list[Step]], *, trigger: str, script: list[Step] | None = None) -> None:
+        super().__init__(script)
+        self.turns = [list(turn) for turn in turns]
+        self.trigger = trigger
+
+    async def send(self, payload: Payload) -> None:
+        await super().send(payload)
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        if self.trigger in text and self.turns:
+            self.script.extend(self.turns.pop(0))
+            self._wake.set()

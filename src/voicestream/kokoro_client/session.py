@@ -183,6 +183,10 @@ class BidiSession:
             close_timeout=close_timeout,
         )
 
+    @property
+    def description(self) -> str:
+        return self.transport.description
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
