@@ -100,6 +100,23 @@ _REQUEST_ERRORS = frozenset(
 )
 
 
+def refused_options(speed: float | None, format: AudioFormat) -> ProtocolError | None:
+    """What a vLLM-Omni upstream cannot do (a 400 for the caller), or None."""
+    if speed is not None and speed != 1.0:
+        return ProtocolError(
+            ErrorCode.INVALID_SPEED,
+            f"speed {speed}: vLLM-Omni streams audio only at speed 1.0 (it refuses a speed change "
+            "with stream_audio); use the Kokoro upstream for other speeds",
+        )
+    if format == "mp3":
+        return ProtocolError(
+            ErrorCode.INVALID_FORMAT,
+            "format mp3: the vLLM-Omni upstream streams PCM (or WAV, with the header added here); "
+            "use the Kokoro upstream for MP3",
+        )
+    return None
+
+
 @dataclass(eq=False)
 class _Request:
     """One utterance: what was asked, and what came back for it so far."""
@@ -323,19 +340,10 @@ class VllmOmniSession:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValueError(f"text is not valid Unicode: {exc.reason}") from exc
-        if speed is not None and speed != 1.0:
-            raise ProtocolError(
-                ErrorCode.INVALID_SPEED,
-                f"speed {speed}: vLLM-Omni streams audio only at speed 1.0 (it refuses a speed change "
-                "with stream_audio); use the Kokoro upstream for other speeds",
-            )
         audio_format: AudioFormat = format or "pcm"
-        if audio_format == "mp3":
-            raise ProtocolError(
-                ErrorCode.INVALID_FORMAT,
-                "format mp3: the vLLM-Omni upstream streams PCM (or WAV, with the header added here); "
-                "use the Kokoro upstream for MP3",
-            )
+        refused = refused_options(speed, audio_format)
+        if refused is not None:
+            raise refused
         pieces = input_text_messages(text)
         self._ensure_open()
         if request_id is not None and request_id in self.timings:

@@ -44,6 +44,7 @@ _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 
 DEFAULT_MODEL: Final = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+DEFAULT_VOICE: Final = "vivian"  # a preset speaker of the CustomVoice checkpoint (the seed sample's)
 # The CustomVoice checkpoint's preset speakers and the languages of the official checkpoints.
 QWEN3_TTS_VOICES: Final = ("vivian", "ryan", "aiden", "dylan", "eric", "ono_anna", "serena", "sohee", "uncle_fu")
 QWEN3_TTS_LANGUAGES: Final = (
