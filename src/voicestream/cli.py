@@ -31,14 +31,51 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _say(args: argparse.Namespace) -> int:
+    if args.upstream != "local":
+        return _say_remote(args)
+    if args.url or args.endpoint:
+        raise CodedError("--url and --endpoint need --upstream kokoro or vllm-omni", code="invalid_arguments")
     from voicestream.engine import load_engine
     from voicestream.engine.encoders import write_wav
     from voicestream.engine.offline import synthesize_timed
 
     engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)
-    result = synthesize_timed(engine, [args.text], voice=args.voice, speed=args.speed)
+    result = synthesize_timed(engine, [args.text], voice=args.voice or DEFAULT_VOICE, speed=args.speed)
     write_wav(args.out, result.audio)
     print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
+    return 0
+
+
+def _say_remote(args: argparse.Namespace) -> int:
+    """`say` through a speech server (Kokoro or vLLM-Omni), by URL or SageMaker endpoint."""
+    import asyncio
+    import wave
+
+    from voicestream.env import aws_region
+    from voicestream.kokoro_client.upstream import session_for, speak_text
+    from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
+    from voicestream.wire.vllm_omni import SessionConfig
+
+    vllm_omni = None
+    if args.upstream == "vllm-omni":
+        vllm_omni = SessionConfig(
+            voice=args.voice or VLLM_OMNI_VOICE, language=args.language, instructions=args.instructions
+        )
+    region = args.region or (aws_region() if args.endpoint else None)
+    session = session_for(args.upstream, url=args.url, endpoint=args.endpoint, region=region, vllm_omni=vllm_omni)
+    speed = None if args.speed == 1.0 else args.speed
+    speech = asyncio.run(speak_text(session, args.text, voice=args.voice, speed=speed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(args.out), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(speech.sample_rate)
+        wav.writeframes(speech.audio)
+    first, total = speech.timings.first_audio_s or 0.0, speech.timings.total_s or 0.0
+    print(
+        f"{args.out}: {speech.audio_s:.2f} s of audio from {session.description}; "
+        f"connect {speech.connect_s or 0.0:.2f} s, first audio {first:.2f} s, total {total:.2f} s"
+    )
     return 0
 
 
@@ -92,11 +129,28 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--revision", default="main", help="hub revision for --from huggingface")
     models.set_defaults(handler=_models)
 
-    say = commands.add_parser("say", help="synthesize a text to a WAV file")
+    say = commands.add_parser(
+        "say",
+        help="synthesize a text to a WAV file: in process (default), or through a Kokoro or vLLM-Omni server",
+    )
     say.add_argument("text")
-    say.add_argument("--out", type=Path, default=Path("out/say.wav"))
-    say.add_argument("--voice", default=DEFAULT_VOICE)
+    say.add_argument("-o", "--out", type=Path, default=Path("out/say.wav"))
+    say.add_argument(
+        "--voice", default=None, help=f"default: {DEFAULT_VOICE} (local), the server's (kokoro), vivian (vllm-omni)"
+    )
     say.add_argument("--speed", type=float, default=1.0)
+    say.add_argument(
+        "--upstream",
+        choices=("local", "kokoro", "vllm-omni"),
+        default="local",
+        help="local: the engine in this process (default); kokoro: a Kokoro server; "
+        "vllm-omni: Qwen3-TTS on vLLM-Omni (both need --url or --endpoint)",
+    )
+    say.add_argument("--url", default=None, help="the server's URL (ws:// or http://, base or route)")
+    say.add_argument("--endpoint", default=None, help="a SageMaker endpoint name instead of --url")
+    say.add_argument("--region", default=None, help="the endpoint's region (default: your AWS configuration's)")
+    say.add_argument("--language", default=None, help="vllm-omni: English, Chinese, ... (default: Auto)")
+    say.add_argument("--instructions", default=None, help="vllm-omni: how to speak (style, emotion)")
     engine_options(say)
     say.set_defaults(handler=_say)
 
