@@ -36,6 +36,7 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
+from moto.sagemaker.models import sagemaker_backends
 
 REPO = Path(__file__).resolve().parents[2]
 STATEMACHINES = REPO / "statemachines"
@@ -299,3 +300,28 @@ class Executions:
 @pytest.fixture
 def executions(aws: None) -> Executions:
     return Executions()
+
+
+ENDPOINT = "voicestream-kokoro"
+
+
+@pytest.fixture
+def endpoint(aws: None) -> Any:
+    """A moto endpoint (born InService); tests move its status through moto's backend."""
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    sagemaker.create_model(
+        ModelName="kokoro-model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": "kokoro:latest"}
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="kokoro-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "kokoro-model",
+                "InstanceType": "ml.m5.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="kokoro-config")
+    return sagemaker_backends[ACCOUNT][REGION].endpoints[ENDPOINT]

@@ -201,6 +201,8 @@ class VllmOmniSession:
         self.connect_s: float | None = None
         self.connections = 0
         """Connections opened so far (more than one after a cancel, a replay or an idle close)."""
+        self.pairs: dict[str, int] = {}
+        """audio.start/audio.done pairs per request (one per sentence the server spoke for it)."""
         self._state = SessionState.NEW
         self._conn: _Connection | None = None
         self._inbox: deque[_Item] = deque()
@@ -666,6 +668,7 @@ class VllmOmniSession:
         if not conn.open_pair:
             raise ProtocolViolationError(f"audio.done for request {request.rid} without its audio.start")
         conn.open_pair = False
+        self.pairs[request.rid] = self.pairs.get(request.rid, 0) + 1
         if message.error and not request.finished:
             self._fail_request(request, at, VllmOmniErrorCode.GENERATION_FAILED, "the server marked the audio failed")
 

@@ -12,6 +12,9 @@ binary frames. So the checks go through SageMaker itself with BINARY payloads:
 4. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
    of a plausible length.
 
+A Qwen3-TTS endpoint (`speech_model: qwen3-tts`) speaks vLLM-Omni's protocol instead; its
+checks are in `validate_vllm_omni`.
+
 The report says, per check, whether it passed, what it saw and how long it took; `cause` is one
 readable paragraph of what broke, which the state machine uses as its failure cause.
 """
@@ -29,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
 from voicestream.kokoro_client import (
+    SPEECH_MODELS,
     Audio,
     BidiSession,
     ErrorMessage,
@@ -36,6 +40,7 @@ from voicestream.kokoro_client import (
     RequestCompleted,
     SessionError,
     SessionTimeoutError,
+    SpeechModel,
 )
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import ErrorCode
@@ -68,12 +73,16 @@ class ValidationSettings:
     invocation_text: str = DEFAULT_INVOCATION_TEXT
     connect_timeout_s: float = 60.0
     silence_timeout_s: float = 60.0
+    speech_model: SpeechModel = "kokoro"
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any], default_region: str) -> ValidationSettings:
         name = event.get("endpoint_name")
         if not isinstance(name, str) or not name:
             raise ValueError(f"the event needs a non-empty 'endpoint_name', got {name!r}")
+        model = event.get("speech_model") or "kokoro"
+        if model not in SPEECH_MODELS:
+            raise ValueError(f"'speech_model' must be one of {', '.join(SPEECH_MODELS)}, got {model!r}")
         sentences = tuple(event.get("sentences") or DEFAULT_SENTENCES)
         if len(sentences) < 2 or not all(isinstance(s, str) and s.strip() for s in sentences):
             raise ValueError("'sentences' must be at least two non-empty strings")
@@ -84,6 +93,7 @@ class ValidationSettings:
             invocation_text=str(event.get("invocation_text") or DEFAULT_INVOCATION_TEXT),
             connect_timeout_s=float(event.get("connect_timeout_s", 60.0)),
             silence_timeout_s=float(event.get("silence_timeout_s", 60.0)),
+            speech_model=model,
         )
 
 
@@ -129,8 +139,13 @@ class EndpointValidator:
         self.runtime_client = runtime_client
 
     def run(self, settings: ValidationSettings) -> ValidationReport:
-        checks = asyncio.run(self._bidi_checks(settings))
-        checks.append(self._invocations_stream(settings))
+        if settings.speech_model == "qwen3-tts":
+            from .validate_vllm_omni import vllm_omni_checks  # it builds on this module's checks
+
+            checks = asyncio.run(vllm_omni_checks(settings, self.http_client_factory))
+        else:
+            checks = asyncio.run(self._bidi_checks(settings))
+            checks.append(self._invocations_stream(settings))
         failed = [c for c in checks if not c.passed]
         summary = f"{len(checks) - len(failed)} of {len(checks)} checks passed"
         cause = ""
@@ -165,14 +180,14 @@ class EndpointValidator:
             await session.connect()
         except SessionError as exc:
             failed = Check("bidi_connect", False, str(exc), time.perf_counter() - started)
-            return [failed, *_not_run(("bidi_three_sentences", "bidi_malformed_message"), "the session did not open")]
+            return [failed, *not_run(("bidi_three_sentences", "bidi_malformed_message"), "the session did not open")]
         checks = [Check("bidi_connect", True, "session open", time.perf_counter() - started)]
         try:
             checks.append(await self._three_sentences(session, settings.sentences))
             if checks[-1].passed:
                 checks.append(await self._malformed_message(session))
             else:
-                checks.extend(_not_run(("bidi_malformed_message",), "the sentences check failed first"))
+                checks.extend(not_run(("bidi_malformed_message",), "the sentences check failed first"))
         finally:
             await session.close()
         return checks
@@ -285,5 +300,5 @@ class EndpointValidator:
         return Check("invocations_stream", True, f"{parts} parts, {audio_ms:.0f} ms of audio", seconds, data)
 
 
-def _not_run(names: Sequence[str], why: str) -> list[Check]:
+def not_run(names: Sequence[str], why: str) -> list[Check]:
     return [Check(name, False, f"not run: {why}", 0.0) for name in names]
