@@ -169,8 +169,11 @@ def deploy(settings: Settings, progress: Progress = print, connect: Callable[...
             tag = ensure_image(target, stack, context, settings.builder, progress)
         with steps.step("endpoint (CloudFormation creates or updates it; 10-15 minutes the first time)"):
             stack = ensure_endpoint(target.client("cloudformation"), stack, tag, prefix, progress)
-    elif stack.outputs.get("EndpointDeployed") != "true":
-        raise DeployError(f"stack {stack.name} (qwen3-tts) reports no endpoint (EndpointDeployed is not true)")
+    else:
+        with steps.step("endpoint: Qwen3-TTS on AWS's vLLM-Omni image (the stack made it; nothing to build or upload)"):
+            if stack.outputs.get("EndpointDeployed") != "true":
+                raise DeployError(f"stack {stack.name} (qwen3-tts) reports no endpoint (EndpointDeployed is not true)")
+            steps.note(f"endpoint {stack.output('EndpointName')}")
     if settings.validate:
         with steps.step("deploy-validate state machine"):
             run_report(target, stack, "DeployValidateStateMachineArn", "deploy-validate", {}, progress)
