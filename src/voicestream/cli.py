@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from voicestream.env import BACKENDS
 from voicestream.wire.bidi import DEFAULT_VOICE
@@ -106,6 +107,60 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gradio(args: argparse.Namespace) -> int:
+    """The Gradio client; with no upstream given, against a Kokoro server started here (no cloud)."""
+    import contextlib
+
+    try:
+        from voicestream.integrations.gradio_app import serve
+    except ImportError as error:
+        raise CodedError(
+            f"the Gradio client needs the gradio extra (pip install 'voicestream[gradio]'): {error}"
+        ) from None
+    from voicestream.integrations.speech_stream import upstream_choices
+
+    with contextlib.ExitStack() as stack:
+        kokoro_url = args.kokoro_url
+        if not (kokoro_url or args.vllm_omni_url or args.endpoint):
+            kokoro_url = stack.enter_context(_local_kokoro_server(args))
+        choices = upstream_choices(
+            kokoro_url=kokoro_url,
+            vllm_omni_url=args.vllm_omni_url,
+            endpoint=args.endpoint,
+            endpoint_upstream="vllm-omni" if args.endpoint_model == "qwen3-tts" else "kokoro",
+            region=args.region or (_region() if args.endpoint else None),
+        )
+        print(f"voicestream gradio: http://{args.host}:{args.port}/ ({', '.join(c.label for c in choices)})")
+        serve(choices, host=args.host, port=args.port)
+    return 0
+
+
+def _region() -> str:
+    from voicestream.env import aws_region
+
+    return aws_region()
+
+
+def _local_kokoro_server(args: argparse.Namespace) -> Any:
+    """A Kokoro server on a free 127.0.0.1 port for the life of the command; its bidi URL."""
+    import contextlib
+
+    from voicestream.devserver import serve_in_thread, wait_until_ready
+    from voicestream.env import limits
+    from voicestream.kokoro_server import create_app, engine_factory, settings_with
+
+    @contextlib.contextmanager
+    def running() -> Iterator[str]:
+        settings = settings_with(backend=args.backend, threads=args.threads, model_dir=args.model_dir)
+        app = create_app(engine_factory(settings), limits(), synth_workers=settings.synth_workers)
+        with serve_in_thread(app, "kokoro-server", lifespan="on") as server:
+            print(f"voicestream gradio: loading Kokoro-82M for the local server at {server.url} ...")
+            wait_until_ready(server.url, 300)
+            yield f"ws://127.0.0.1:{server.port}"
+
+    return running()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voicestream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -169,6 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine_options(serve)
     serve.set_defaults(handler=_serve)
+
+    gradio = commands.add_parser(
+        "gradio",
+        help="the Gradio streaming client: a local Kokoro server (default), a vLLM-Omni server or a SageMaker endpoint",
+    )
+    gradio.add_argument("--kokoro-url", default=None, help="a running Kokoro server (default: start one here)")
+    gradio.add_argument("--vllm-omni-url", default=None, help="a vLLM-Omni server (ws:// or http://, base or route)")
+    gradio.add_argument("--endpoint", default=None, help="a SageMaker endpoint (signed here with your AWS credentials)")
+    gradio.add_argument(
+        "--endpoint-model", choices=("qwen3-tts", "kokoro"), default="qwen3-tts", help="the endpoint's model"
+    )
+    gradio.add_argument("--region", default=None, help="the endpoint's region (default: your AWS configuration's)")
+    gradio.add_argument("--host", default="127.0.0.1")
+    gradio.add_argument("--port", type=int, default=7860)
+    engine_options(gradio)
+    gradio.set_defaults(handler=_gradio)
 
     from voicestream.aws.deploy.cli import register as register_aws
 
