@@ -62,7 +62,7 @@ def played_audio(outputs: list[Any]) -> np.ndarray:
     samples: list[np.ndarray] = []
     for segment in segments:
         data = httpx.get(f"{base}/{segment}", timeout=30).content
-        with av.open(io.BytesIO(data), format="aac") as container:
+        with av.open(io.BytesIO(data), mode="r", format="aac") as container:
             for frame in container.decode(audio=0):
                 assert (frame.sample_rate, frame.layout.nb_channels) == (24_000, 1)
                 samples.append(frame.to_ndarray()[0])
