@@ -8,7 +8,8 @@
   session with nothing but queues between them. Frames keep their kind (text or binary) and a
   close keeps its code, exactly as a WebSocket carries them.
 - `ScriptedTransport`: a `Transport` that plays back what a test scripts (silence, garbage, an
-  early end), to reach the client's failure paths.
+  early end), to reach the client's failure paths; `TurnTransport` answers in turns, each after
+  the client sent its request (a vLLM-Omni server answers an utterance after its `input.done`).
 """
 
 from __future__ import annotations
