@@ -15,6 +15,7 @@ import pytest
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
 from voicestream.kokoro_client import (
     Audio,
+    BidiSession,
     Cancelled,
     ConnectionLostError,
     ErrorMessage,
@@ -25,6 +26,7 @@ from voicestream.kokoro_client import (
     SessionClosed,
     SessionClosedError,
     SessionTimeoutError,
+    SpeechSession,
     SynthesisStart,
     Transport,
     VllmOmniSession,
@@ -342,3 +344,10 @@ async def test_close_ends_the_events_with_session_closed() -> None:
 def test_the_session_streams_pcm_only() -> None:
     with pytest.raises(ValueError, match="streams PCM"):
         VllmOmniSession(ScriptedTransport, SessionConfig(stream_audio=False, response_format="wav"))
+
+
+def test_both_sessions_are_speech_sessions() -> None:
+    # mypy checks the assignment against the SpeechSession protocol: what every caller relies on.
+    sessions: list[SpeechSession] = [BidiSession(ScriptedTransport()), session_over(ScriptedTransport())]
+    assert [session.description for session in sessions] == ["scripted transport", "vLLM-Omni speech stream"]
+    assert all(session.connect_s is None and session.timings == {} for session in sessions)

@@ -497,9 +497,8 @@ class VllmOmniSession:
     async def _retire(self, conn: _Connection) -> None:
         """Close a connection from our side; whatever it still delivers is dropped."""
         conn.retired = True
-        for task in (conn.keepalive,):
-            if task is not None and task is not asyncio.current_task():
-                task.cancel()
+        if conn.keepalive is not None and conn.keepalive is not asyncio.current_task():
+            conn.keepalive.cancel()
         with contextlib.suppress(SessionError, OSError, TimeoutError):
             await asyncio.wait_for(conn.transport.close(), self.close_timeout)
         reader = conn.reader
@@ -574,7 +573,8 @@ class VllmOmniSession:
         )
 
     async def _replay(self, requests: list[_Request]) -> None:
-        """Send requests the server never started again, on a new connection (once each)."""
+        """Send requests the server never started again, on a new connection (`_connection_ended`
+        decides when)."""
         try:
             async with self._send_lock:
                 if self._state is not SessionState.OPEN or self._failure is not None:
@@ -588,6 +588,8 @@ class VllmOmniSession:
                     await self._send_utterance(conn, request, input_text_messages(request.timing.text))
         except SessionError as exc:
             self._fail(exc)
+        except VllmOmniError as exc:  # cannot happen with a config that was sent once already
+            self._fail(ConnectionLostError(f"{self.description}: requests not sent again: {exc}"))
 
     def _on_message(self, conn: _Connection, payload: Payload, at: float) -> None:
         if isinstance(payload, bytes):
