@@ -34,7 +34,7 @@ $(VENV)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
-	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev,bench]" ./packaging/en_core_web_sm
+	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev,bench,gradio]" ./packaging/en_core_web_sm
 	touch $@
 
 $(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
@@ -146,14 +146,19 @@ test-unit: venv
 chromium:
 	@scripts/ensure-debian-packages chromium=chromium
 
+# Gradio streams audio output through ffmpeg (AAC segments): the Gradio client and its tests need it.
+.PHONY: ffmpeg
+ffmpeg:
+	@scripts/ensure-debian-packages ffmpeg=ffmpeg
+
 BROWSER_DEPS := tests/browser/node_modules/.stamp
 $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | npm
 	cd tests/browser && npm ci --no-audit --no-fund
 	touch $@
 
 .PHONY: test-integration
-# venv-sam: the state machine tier audits IAM against the SAM-transformed template.
-test-integration: models chromium venv-sam $(BROWSER_DEPS)
+# venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed audio.
+test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
 	$(PYTEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from voicestream.env import BACKENDS
 from voicestream.wire.bidi import DEFAULT_VOICE
@@ -31,14 +32,51 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _say(args: argparse.Namespace) -> int:
+    if args.upstream != "local":
+        return _say_remote(args)
+    if args.url or args.endpoint:
+        raise CodedError("--url and --endpoint need --upstream kokoro or vllm-omni", code="invalid_arguments")
     from voicestream.engine import load_engine
     from voicestream.engine.encoders import write_wav
     from voicestream.engine.offline import synthesize_timed
 
     engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)
-    result = synthesize_timed(engine, [args.text], voice=args.voice, speed=args.speed)
+    result = synthesize_timed(engine, [args.text], voice=args.voice or DEFAULT_VOICE, speed=args.speed)
     write_wav(args.out, result.audio)
     print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
+    return 0
+
+
+def _say_remote(args: argparse.Namespace) -> int:
+    """`say` through a speech server (Kokoro or vLLM-Omni), by URL or SageMaker endpoint."""
+    import asyncio
+    import wave
+
+    from voicestream.env import aws_region
+    from voicestream.kokoro_client.upstream import session_for, speak_text
+    from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
+    from voicestream.wire.vllm_omni import SessionConfig
+
+    vllm_omni = None
+    if args.upstream == "vllm-omni":
+        vllm_omni = SessionConfig(
+            voice=args.voice or VLLM_OMNI_VOICE, language=args.language, instructions=args.instructions
+        )
+    region = args.region or (aws_region() if args.endpoint else None)
+    session = session_for(args.upstream, url=args.url, endpoint=args.endpoint, region=region, vllm_omni=vllm_omni)
+    speed = None if args.speed == 1.0 else args.speed
+    speech = asyncio.run(speak_text(session, args.text, voice=args.voice, speed=speed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(args.out), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(speech.sample_rate)
+        wav.writeframes(speech.audio)
+    first, total = speech.timings.first_audio_s or 0.0, speech.timings.total_s or 0.0
+    print(
+        f"{args.out}: {speech.audio_s:.2f} s of audio from {session.description}; "
+        f"connect {speech.connect_s or 0.0:.2f} s, first audio {first:.2f} s, total {total:.2f} s"
+    )
     return 0
 
 
@@ -137,6 +175,55 @@ def _call(args: argparse.Namespace) -> int:
         sink.close()
 
 
+def _gradio(args: argparse.Namespace) -> int:
+    """The Gradio client; with no upstream given, against a Kokoro server started here (no cloud)."""
+    import contextlib
+
+    try:
+        from voicestream.integrations.gradio_app import serve
+    except ImportError as error:
+        raise CodedError(
+            f"the Gradio client needs the gradio extra (pip install 'voicestream[gradio]'): {error}"
+        ) from None
+    from voicestream.env import aws_region
+    from voicestream.integrations.speech_stream import upstream_choices
+
+    with contextlib.ExitStack() as stack:
+        kokoro_url = args.kokoro_url
+        if not (kokoro_url or args.vllm_omni_url or args.endpoint):
+            kokoro_url = stack.enter_context(_local_kokoro_server(args))
+        choices = upstream_choices(
+            kokoro_url=kokoro_url,
+            vllm_omni_url=args.vllm_omni_url,
+            endpoint=args.endpoint,
+            endpoint_upstream="vllm-omni" if args.endpoint_model == "qwen3-tts" else "kokoro",
+            region=args.region or (aws_region() if args.endpoint else None),
+        )
+        print(f"voicestream gradio: http://{args.host}:{args.port}/ ({', '.join(c.label for c in choices)})")
+        serve(choices, host=args.host, port=args.port)
+    return 0
+
+
+def _local_kokoro_server(args: argparse.Namespace) -> Any:
+    """A Kokoro server on a free 127.0.0.1 port for the life of the command; its bidi URL."""
+    import contextlib
+
+    from voicestream.devserver import serve_in_thread, wait_until_ready
+    from voicestream.env import limits
+    from voicestream.kokoro_server import create_app, engine_factory, settings_with
+
+    @contextlib.contextmanager
+    def running() -> Iterator[str]:
+        settings = settings_with(backend=args.backend, threads=args.threads, model_dir=args.model_dir)
+        app = create_app(engine_factory(settings), limits(), synth_workers=settings.synth_workers)
+        with serve_in_thread(app, "kokoro-server", lifespan="on") as server:
+            print(f"voicestream gradio: loading Kokoro-82M for the local server at {server.url} ...")
+            wait_until_ready(server.url, 300)
+            yield f"ws://127.0.0.1:{server.port}"
+
+    return running()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voicestream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -160,11 +247,28 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--revision", default="main", help="hub revision for --from huggingface")
     models.set_defaults(handler=_models)
 
-    say = commands.add_parser("say", help="synthesize a text to a WAV file")
+    say = commands.add_parser(
+        "say",
+        help="synthesize a text to a WAV file: in process (default), or through a Kokoro or vLLM-Omni server",
+    )
     say.add_argument("text")
-    say.add_argument("--out", type=Path, default=Path("out/say.wav"))
-    say.add_argument("--voice", default=DEFAULT_VOICE)
+    say.add_argument("-o", "--out", type=Path, default=Path("out/say.wav"))
+    say.add_argument(
+        "--voice", default=None, help=f"default: {DEFAULT_VOICE} (local), the server's (kokoro), vivian (vllm-omni)"
+    )
     say.add_argument("--speed", type=float, default=1.0)
+    say.add_argument(
+        "--upstream",
+        choices=("local", "kokoro", "vllm-omni"),
+        default="local",
+        help="local: the engine in this process (default); kokoro: a Kokoro server; "
+        "vllm-omni: Qwen3-TTS on vLLM-Omni (both need --url or --endpoint)",
+    )
+    say.add_argument("--url", default=None, help="the server's URL (ws:// or http://, base or route)")
+    say.add_argument("--endpoint", default=None, help="a SageMaker endpoint name instead of --url")
+    say.add_argument("--region", default=None, help="the endpoint's region (default: your AWS configuration's)")
+    say.add_argument("--language", default=None, help="vllm-omni: English, Chinese, ... (default: Auto)")
+    say.add_argument("--instructions", default=None, help="vllm-omni: how to speak (style, emotion)")
     engine_options(say)
     say.set_defaults(handler=_say)
 
@@ -227,6 +331,22 @@ def build_parser() -> argparse.ArgumentParser:
     call_cmd.add_argument("--region", default=None, help="default: from the URL's host, else AWS_REGION")
     audio_options(call_cmd)
     call_cmd.set_defaults(handler=_call)
+
+    gradio = commands.add_parser(
+        "gradio",
+        help="the Gradio streaming client: a local Kokoro server (default), a vLLM-Omni server or a SageMaker endpoint",
+    )
+    gradio.add_argument("--kokoro-url", default=None, help="a running Kokoro server (default: start one here)")
+    gradio.add_argument("--vllm-omni-url", default=None, help="a vLLM-Omni server (ws:// or http://, base or route)")
+    gradio.add_argument("--endpoint", default=None, help="a SageMaker endpoint (signed here with your AWS credentials)")
+    gradio.add_argument(
+        "--endpoint-model", choices=("qwen3-tts", "kokoro"), default="qwen3-tts", help="the endpoint's model"
+    )
+    gradio.add_argument("--region", default=None, help="the endpoint's region (default: your AWS configuration's)")
+    gradio.add_argument("--host", default="127.0.0.1")
+    gradio.add_argument("--port", type=int, default=7860)
+    engine_options(gradio)
+    gradio.set_defaults(handler=_gradio)
 
     from voicestream.aws.deploy.cli import register as register_aws
 

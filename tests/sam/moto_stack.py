@@ -11,6 +11,8 @@ through Fn::Sub (moto ignores them).
 
 moto's CloudFormation puts state machines in the Step Functions backend that does not execute
 (docs/platform-facts.md#sam); `make_executable` copies them, same name and definition, into the one that does.
+On a stack update, moto "updates" resources whose Condition is false (it never created them, and
+crashes resolving them); `create_stack` installs a bridge that leaves them alone, as CloudFormation does.
 What moto creates is otherwise exactly what the template says.
 """
 
@@ -143,8 +145,27 @@ def parameters(values: dict[str, str]) -> list[dict[str, str]]:
     return [{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()]
 
 
+def skip_false_conditions_on_update() -> None:
+    """Make moto's stack update skip a resource whose Condition is false (idempotent)."""
+    from moto.cloudformation import parsing
+
+    update = parsing.parse_and_update_resource
+    if getattr(update, "skips_false_conditions", False):
+        return
+
+    def bridged(logical_id: str, resource_json: dict[str, Any], resources_map: Any, **kwargs: Any) -> Any:
+        condition = resource_json.get("Condition")
+        if condition and not resources_map.lazy_condition_map[condition]:
+            return None
+        return update(logical_id, resource_json, resources_map, **kwargs)
+
+    bridged.skips_false_conditions = True  # type: ignore[attr-defined]
+    parsing.parse_and_update_resource = bridged  # type: ignore[assignment]
+
+
 def create_stack(cfn: Any, s3: Any, name: str, template: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
     """Create the stack in moto; its description (status, outputs)."""
+    skip_false_conditions_on_update()
     pruned = prune_for_moto(template)
     upload_artifacts(s3, pruned)
     cfn.create_stack(

@@ -470,6 +470,40 @@ def test_deploy_after_the_stack_is_resumable(stack: dict[str, str], hub: FakeHub
     assert "parameters already set" in text
 
 
+def test_deploy_of_qwen3_tts_builds_and_uploads_nothing(aws: None, transform: Transform, tmp_path: Path) -> None:
+    """SpeechModel=qwen3-tts: the stack holds the endpoint already (AWS's vLLM-Omni image, the
+    model from the Hub), so deploy's steps are the stack and its outputs only."""
+    parameters = {"SpeechModel": "qwen3-tts", "Qwen3InstanceType": "ml.g4dn.xlarge"}
+    created = create_stack(
+        boto3.client("cloudformation", region_name=REGION), boto3.client("s3", region_name=REGION),
+        STACK, transform(**parameters), parameters,
+    )  # fmt: skip
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in created["Outputs"]}
+    settings = Settings(
+        stack_name=STACK, root=REPO, region=REGION, model_cache=tmp_path / "never-used",
+        validate=False, update_stack=False, speech_model="qwen3-tts",
+    )  # fmt: skip
+    lines = Lines()
+    assert deploy(settings, lines) == 0
+    assert [line.split("]")[0] for line in lines if line.startswith("[")] == ["[1/2", "[2/2"]
+    assert "deploying stack voicestream (qwen3-tts)" in lines[0]
+    assert not (tmp_path / "never-used").exists()
+    s3 = boto3.client("s3", region_name=REGION)
+    assert s3.list_objects_v2(Bucket=outputs["ModelBucketName"]).get("KeyCount") == 0
+    ecr = boto3.client("ecr", region_name=REGION)
+    assert ecr.list_images(repositoryName=outputs["RepositoryName"])["imageIds"] == []
+    # Without --speech-model the deployed stack's model is kept.
+    again = Lines()
+    assert deploy(Settings(stack_name=STACK, root=REPO, region=REGION, validate=False, update_stack=False), again) == 0
+    assert "(qwen3-tts)" in again[0]
+
+
+def test_deploy_refuses_another_model_on_a_stack_it_does_not_update(stack: dict[str, str]) -> None:
+    settings = Settings(stack_name=STACK, root=REPO, region=REGION, update_stack=False, speech_model="qwen3-tts")
+    with pytest.raises(DeployError, match="runs kokoro, not qwen3-tts: deploy with --speech-model qwen3-tts"):
+        deploy(settings, Lines())
+
+
 # ------------------------------------------- the stack's state machines, run
 @pytest.fixture
 def endpoint_stack(aws: None, transform: Transform, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:

@@ -17,11 +17,18 @@ import pytest
 from tests.sam.conftest import REPO, SAM, TEMPLATE, VENV_SAM, Transform, load_template
 
 CFN_LINT = VENV_SAM / "bin" / "cfn-lint"
-# Parameter sets that switch every condition: first deploy (no endpoint), endpoint on, public URL.
+# Parameter sets that switch every condition: first deploy (no endpoint), endpoint on, public URL,
+# the Qwen3-TTS endpoint (AWS's image, or one of your own).
 PARAMETER_SETS = {
     "base": {},
     "endpoint": {"ImageTag": "0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"},
     "public-url": {"FunctionUrlAuthType": "NONE", "ImageTag": "0123abcd", "ModelDataPrefix": "m/"},
+    "qwen3-tts": {"SpeechModel": "qwen3-tts"},
+    "qwen3-tts-own-image": {
+        "SpeechModel": "qwen3-tts",
+        "VllmOmniImageUri": "111122223333.dkr.ecr.eu-west-1.amazonaws.com/team/vllm-omni:2026-10",
+        "Qwen3InstanceType": "ml.g6e.xlarge",
+    },
 }
 
 

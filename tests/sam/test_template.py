@@ -40,14 +40,65 @@ MACHINE_OBSERVABILITY = {
 }  # fmt: skip
 
 
+def conditions(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, bool]:
+    """The template's Conditions evaluated for these parameter values (the rest at their defaults)."""
+    values = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()} | parameters
+    results: dict[str, bool] = {}
+
+    def value(node: Any) -> Any:
+        if isinstance(node, dict) and set(node) == {"Ref"}:
+            return values[node["Ref"]]
+        return node
+
+    def truth(node: Any) -> bool:
+        (function, argument), *_ = node.items()
+        if function == "Condition":
+            return evaluate(argument)
+        if function == "Fn::Equals":
+            return bool(value(argument[0]) == value(argument[1]))
+        if function == "Fn::Not":
+            return not truth(argument[0])
+        if function == "Fn::And":
+            return all(truth(item) for item in argument)
+        if function == "Fn::Or":
+            return any(truth(item) for item in argument)
+        raise AssertionError(f"condition function {function} not handled")
+
+    def evaluate(name: str) -> bool:
+        if name not in results:
+            results[name] = truth(template["Conditions"][name])
+        return results[name]
+
+    for name in template["Conditions"]:
+        evaluate(name)
+    return results
+
+
+def resolve(template: dict[str, Any], node: Any, parameters: dict[str, str]) -> Any:
+    """A property value with Ref (to parameters) and Fn::If resolved for these parameters."""
+    if isinstance(node, dict) and set(node) == {"Ref"} and node["Ref"] in parameters:
+        return parameters[node["Ref"]]
+    if isinstance(node, dict) and set(node) == {"Fn::If"}:
+        name, then, otherwise = node["Fn::If"]
+        return resolve(template, then if conditions(template, parameters)[name] else otherwise, parameters)
+    return node
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
 def role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """Every statement a role may hold: a conditional one (Fn::If) counts with its condition."""
     properties = template["Resources"][role]["Properties"]
     assert "ManagedPolicyArns" not in properties, f"{role} attaches managed policies"
-    return [statement for policy in properties["Policies"] for statement in policy["PolicyDocument"]["Statement"]]
+    return [
+        statement
+        for policy in properties["Policies"]
+        for item in policy["PolicyDocument"]["Statement"]
+        for statement in (item["Fn::If"][1:] if "Fn::If" in item else [item])
+        if statement != {"Ref": "AWS::NoValue"}
+    ]
 
 
 def plain_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
@@ -232,8 +283,9 @@ def test_speak_environment_configures_the_app(transform: Transform) -> None:
     template = transform()
     variables = template["Resources"]["SpeakFunction"]["Properties"]["Environment"]["Variables"]
     defaults = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()}
-    resolved = {k: defaults[v["Ref"]] if isinstance(v, dict) else v for k, v in variables.items()}
+    resolved = {k: resolve(template, v, defaults) for k, v in variables.items()}
     config = SpeakConfig.from_env(Env({**resolved, "AWS_REGION": REGION}))  # Lambda sets AWS_REGION
+    assert config.upstream == "kokoro"
     assert config.sagemaker_endpoint == defaults["EndpointName"] and config.kokoro_ws_url is None
     assert config.bedrock is not None and config.bedrock.model_id == defaults["BedrockModelId"]
     assert (config.service, config.metrics_namespace) == ("speak", "voicestream")  # the alarms' dimensions
@@ -296,11 +348,16 @@ def test_repository_scans_on_push_and_expires_untagged_images_only(transform: Tr
 def test_endpoint_exists_only_with_image_and_model_data(transform: Transform) -> None:
     template = transform()
     endpoint_parts = [
-        "EndpointExecutionRole", "KokoroModel", "KokoroEndpointConfig", "KokoroEndpoint",
-        "EndpointScalableTarget", "EndpointScalingPolicy", "EndpointLatencyAlarm", "EndpointErrorsAlarm",
+        "KokoroEndpoint", "EndpointScalableTarget", "EndpointScalingPolicy", "EndpointLatencyAlarm",
+        "EndpointErrorsAlarm",
     ]  # fmt: skip
     for name in endpoint_parts:
         assert template["Resources"][name]["Condition"] == "EndpointEnabled", name
+    for name in ("EndpointExecutionRole", "KokoroModel", "KokoroEndpointConfig"):
+        assert template["Resources"][name]["Condition"] == "KokoroEndpointEnabled", name
+    kokoro = {"SpeechModel": "kokoro", "ImageTag": "", "ModelDataPrefix": ""}
+    assert not conditions(template, kokoro)["EndpointEnabled"]
+    assert conditions(template, {**kokoro, **ENDPOINT})["KokoroEndpointEnabled"]
     model = template["Resources"]["KokoroModel"]["Properties"]["PrimaryContainer"]
     assert model["ModelDataSource"]["S3DataSource"] == {
         "S3Uri": {"Fn::Sub": "s3://${ModelBucket}/${ModelDataPrefix}"},
@@ -344,8 +401,10 @@ def deployed_policy(role_prefix: str) -> list[dict[str, Any]]:
     statements: list[dict[str, Any]] = []
     for name in iam.list_role_policies(RoleName=role)["PolicyNames"]:
         document = iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
-        # moto's CloudFormation stores an inline policy as the repr of the dict it was given.
-        statements += (ast.literal_eval(document) if isinstance(document, str) else document)["Statement"]
+        # moto's CloudFormation stores an inline policy as the repr of the dict it was given
+        # (a conditional statement that is off, AWS::NoValue, as None).
+        found = (ast.literal_eval(document) if isinstance(document, str) else document)["Statement"]
+        statements += [statement for statement in found if statement is not None]
     return statements
 
 

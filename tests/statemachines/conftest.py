@@ -42,6 +42,7 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
+from moto.sagemaker.models import sagemaker_backends
 
 from tests.support.iam.audit import IamAudit
 from tests.support.iam.calls import ApiCall, acting_as, gate
@@ -361,3 +362,28 @@ class Executions:
 @pytest.fixture
 def executions(iam_audit: IamAudit) -> Executions:
     return Executions(iam_audit)
+
+
+ENDPOINT = "voicestream-kokoro"
+
+
+@pytest.fixture
+def endpoint(aws: None) -> Any:
+    """A moto endpoint (born InService); tests move its status through moto's backend."""
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    sagemaker.create_model(
+        ModelName="kokoro-model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": "kokoro:latest"}
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="kokoro-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "kokoro-model",
+                "InstanceType": "ml.m5.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="kokoro-config")
+    return sagemaker_backends[ACCOUNT][REGION].endpoints[ENDPOINT]

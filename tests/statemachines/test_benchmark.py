@@ -60,6 +60,7 @@ def _machine(
         "benchmark",
         {
             "EndpointName": ENDPOINT,
+            "SpeechModel": "kokoro",
             "SpeakFunctionUrl": speak,
             "ResultsBucket": RESULTS_BUCKET,
             "BenchmarkFunctionArn": lambdas.add("voicestream-benchmark", module.handler),

@@ -10,13 +10,12 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.sagemaker.models import sagemaker_backends
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.statemachines.conftest import (
     ACCOUNT,
+    ENDPOINT,
     REGION,
-    ROLE_ARN,
     Executions,
     LambdaRouter,
     load_handler_module,
@@ -28,7 +27,6 @@ from voicestream.aws.tasks.validate import EndpointValidator
 from voicestream.engine.base import SpeechEngine
 from voicestream.wire.bidi import Limits
 
-ENDPOINT = "voicestream-kokoro"
 FAST = {"poll_seconds": 0, "max_polls": 1000, "silence_timeout_s": 60}
 
 
@@ -63,28 +61,6 @@ def text_only_server(kokoro_engine: SpeechEngine) -> Iterator[LiveServer]:
         yield server
 
 
-@pytest.fixture
-def endpoint(aws: None) -> Any:
-    """A moto endpoint (born InService); tests move its status through moto's backend."""
-    sagemaker = boto3.client("sagemaker", region_name=REGION)
-    sagemaker.create_model(
-        ModelName="kokoro-model", ExecutionRoleArn=ROLE_ARN, PrimaryContainer={"Image": "kokoro:latest"}
-    )
-    sagemaker.create_endpoint_config(
-        EndpointConfigName="kokoro-config",
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": "kokoro-model",
-                "InstanceType": "ml.m5.xlarge",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    sagemaker.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="kokoro-config")
-    return sagemaker_backends[ACCOUNT][REGION].endpoints[ENDPOINT]
-
-
 @contextlib.contextmanager
 def sagemaker_in_front_of(server: LiveServer, kokoro_server: LiveServer) -> Iterator[tuple[Any, Any]]:
     """SageMaker's runtime for ENDPOINT: the bidi stream goes to `server`'s WebSocket route (as
@@ -108,7 +84,9 @@ def _machine(
     setattr(module, "validator", validator)  # noqa: B010
     arn = lambdas.add("voicestream-validate", module.handler)
     # The local server runs the onnx engine on the CPU: as the template says for an ml.c7i endpoint.
-    substitutions = {"EndpointName": ENDPOINT, "ValidateFunctionArn": arn, "ExpectedDevice": expected_device}
+    substitutions = {
+        "EndpointName": ENDPOINT, "ValidateFunctionArn": arn, "ExpectedDevice": expected_device, "SpeechModel": "kokoro"
+    }  # fmt: skip
     return executions.create("deploy_validate", substitutions)
 
 

@@ -10,10 +10,13 @@ encoding. Like the service it:
   when it does not match;
 - verifies every event frame's `:chunk-signature` against the running signature chain
   (seeded by the request signature), including the signed empty frame that ends the input;
-- plays the sidecar: opens a WebSocket to the model server's `/invocations-bidirectional-stream`,
-  forwards each payload part's bytes as a binary frame (data_type BINARY) or a text frame
-  (UTF8), and turns every frame the model sends into a PayloadPart event (text → UTF8,
-  binary → BINARY, bytes unchanged), encoded with the SDK's own event serializer;
+- plays the sidecar: opens a WebSocket to the model server's `/invocations-bidirectional-stream`
+  (or, with the `X-Amzn-SageMaker-Model-Invocation-Path` header, to `/` + that path: how the
+  vLLM-Omni container's `/v1/audio/speech/stream` is reached; a leading slash is refused with
+  HTTP 400, as the service does), forwards each payload part's bytes as a binary frame
+  (data_type BINARY) or a text frame (UTF8), and turns every frame the model sends into a
+  PayloadPart event (text → UTF8, binary → BINARY, bytes unchanged), encoded with the SDK's own
+  event serializer;
 - ends the response when the model closes the WebSocket normally, sends a ModelStreamError
   when it closes abnormally, and closes the WebSocket when the client ends its input;
 - can inject a ModelStreamError at any moment (`inject_model_stream_error`).
@@ -56,6 +59,7 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 from tests.support.iam.calls import record_transport_call
 
 _SIGV4_TIMESTAMP = "%Y%m%dT%H%M%SZ"
+INVOCATION_PATH_HEADER = "x-amzn-sagemaker-model-invocation-path"
 _EVENT_STREAM_HASH = "STREAMING-AWS4-HMAC-SHA256-EVENTS"
 _CODEC = JSONCodec()
 
@@ -86,6 +90,7 @@ class StreamRecord:
 
     endpoint_name: str
     headers: dict[str, str]
+    model_url: str = ""  # the WebSocket URL the sidecar opened for this stream
     received: list[ReceivedPart] = field(default_factory=list)
     sent: list[SentPart] = field(default_factory=list)
     verified_signatures: int = 0
@@ -171,6 +176,15 @@ class FakeSageMakerRuntime:
             message = f"Endpoint {record.endpoint_name} not found."
             self.rejections.append(message)
             return _error_response(400, "InputValidationError", message), None
+        invocation_path = record.headers.get(INVOCATION_PATH_HEADER)
+        if invocation_path is not None:
+            if invocation_path.startswith("/"):
+                message = f"ModelInvocationPath {invocation_path!r} must not start with '/'."
+                self.rejections.append(message)
+                return _error_response(400, "ValidationError", message), None
+            scheme, _, rest = model_url.partition("://")
+            model_url = f"{scheme}://{rest.split('/', 1)[0]}/{invocation_path}"
+        record.model_url = model_url
         try:
             ws = await connect(model_url, compression=None, max_size=None)
         except OSError as exc:

@@ -10,7 +10,8 @@
   session with nothing but queues between them. Frames keep their kind (text or binary) and a
   close keeps its code, exactly as a WebSocket carries them.
 - `ScriptedTransport`: a `Transport` that plays back what a test scripts (silence, garbage, an
-  early end), to reach the client's failure paths.
+  early end), to reach the client's failure paths; `TurnTransport` answers in turns, each after
+  the client sent its request (a vLLM-Omni server answers an utterance after its `input.done`).
 """
 
 from __future__ import annotations
@@ -252,3 +253,21 @@ class ScriptedTransport:
     async def close(self) -> None:
         self.closed = True
         self._wake.set()
+
+
+class TurnTransport(ScriptedTransport):
+    """A `ScriptedTransport` that answers in turns: the steps of `turns[i]` are played once the
+    client has sent `i + 1` messages matching `trigger` (a substring of the payload), as a server
+    that answers each request only after it arrived. Anything in `script` plays at once."""
+
+    def __init__(self, turns: list[list[Step]], *, trigger: str, script: list[Step] | None = None) -> None:
+        super().__init__(script)
+        self.turns = [list(turn) for turn in turns]
+        self.trigger = trigger
+
+    async def send(self, payload: Payload) -> None:
+        await super().send(payload)
+        text = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        if self.trigger in text and self.turns:
+            self.script.extend(self.turns.pop(0))
+            self._wake.set()

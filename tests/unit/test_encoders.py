@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from voicestream.engine.encoders import (
-    WAV_UNKNOWN_SIZE,
     AudioEncoder,
     Framer,
     Mp3Encoder,
@@ -20,9 +19,9 @@ from voicestream.engine.encoders import (
     WavEncoder,
     create_encoder,
     to_pcm16,
-    wav_header,
 )
 from voicestream.engine.encoders import to_pcm16 as engine_to_pcm16
+from voicestream.wire.bidi import WAV_UNKNOWN_SIZE, wav_header
 
 RATE = 24_000
 

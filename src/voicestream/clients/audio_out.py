@@ -41,7 +41,7 @@ class WavFileSink:
     """A WAV file written as the audio arrives; its RIFF and data sizes are set on close."""
 
     def __init__(self, path: Path) -> None:
-        from voicestream.engine.encoders import wav_header
+        from voicestream.wire.bidi import wav_header
 
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path

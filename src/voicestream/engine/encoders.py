@@ -19,7 +19,6 @@ returns whatever the encoder still holds. Concatenating every output gives a val
 from __future__ import annotations
 
 import io
-import struct
 import wave
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -27,15 +26,12 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.wire.bidi import DEFAULT_FORMAT, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_FORMAT, PCM_SAMPLE_WIDTH, SAMPLE_RATE, wav_header
 
 FloatAudio = npt.NDArray[np.float32]
 AudioInput = FloatAudio | bytes
 
-PCM_BYTES_PER_SAMPLE = 2
-# Streaming WAV: the length is unknown when the header goes out, so both size fields hold the
-# maximum (what ffmpeg and most streaming servers write); readers then read to end of stream.
-WAV_UNKNOWN_SIZE = 0xFFFFFFFF
+PCM_BYTES_PER_SAMPLE = PCM_SAMPLE_WIDTH
 CONTENT_TYPES: dict[str, str] = {
     "pcm": f"audio/pcm;rate={SAMPLE_RATE};channels=1;encoding=s16le",
     "wav": "audio/wav",
@@ -95,20 +91,6 @@ class PcmEncoder:
 
     def finish(self) -> bytes:
         return b""
-
-
-def wav_header(sample_rate: int = SAMPLE_RATE, data_size: int = WAV_UNKNOWN_SIZE) -> bytes:
-    """The 44-byte RIFF/WAVE header of 16-bit mono PCM; the default sizes mean 'until the end'."""
-    riff_size = WAV_UNKNOWN_SIZE if data_size == WAV_UNKNOWN_SIZE else 36 + data_size
-    byte_rate = sample_rate * PCM_BYTES_PER_SAMPLE
-    return (
-        b"RIFF"
-        + struct.pack("<I", riff_size)
-        + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, byte_rate, PCM_BYTES_PER_SAMPLE, 16)
-        + b"data"
-        + struct.pack("<I", data_size)
-    )
 
 
 class WavEncoder(PcmEncoder):

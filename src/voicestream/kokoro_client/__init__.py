@@ -1,4 +1,5 @@
-"""The bidi session client: `BidiSession` over `WebSocketTransport` or `SageMakerTransport`.
+"""Speech session clients: `BidiSession` (Kokoro) and `VllmOmniSession` (Qwen3-TTS on vLLM-Omni),
+both `SpeechSession`s, over `WebSocketTransport` or `SageMakerTransport`.
 
     async with BidiSession.websocket("ws://127.0.0.1:8080") as session:
         for sentence in sentences:
@@ -36,8 +37,10 @@ from .events import (
     Words,
 )
 from .session import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
+from .speech import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
 from .transport import FrameMode, Payload, Transport
-from .websocket import WebSocketTransport, bidi_url
+from .vllm_omni import VllmOmniSession
+from .websocket import WebSocketTransport, bidi_url, route_url
 
 if TYPE_CHECKING:
     from .sagemaker import SageMakerTransport
@@ -52,6 +55,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SPEECH_MODELS",
+    "UPSTREAMS",
+    "UPSTREAM_OF",
     "Audio",
     "BidiSession",
     "Cancelled",
@@ -73,12 +79,17 @@ __all__ = [
     "SessionError",
     "SessionState",
     "SessionTimeoutError",
+    "SpeechModel",
+    "SpeechSession",
     "StreamFailedError",
     "SynthesisResult",
     "SynthesisStart",
     "Transport",
+    "Upstream",
+    "VllmOmniSession",
     "WebSocketTransport",
     "Words",
     "bidi_url",
     "encode_client_message",
+    "route_url",
 ]

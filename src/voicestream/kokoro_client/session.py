@@ -192,6 +192,10 @@ class BidiSession:
             words=words,
         )
 
+    @property
+    def description(self) -> str:
+        return self.transport.description
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:

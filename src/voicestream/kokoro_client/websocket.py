@@ -22,16 +22,21 @@ from .transport import FrameMode, Payload
 _MAX_MESSAGE_BYTES = 16 * 2**20
 
 
-def bidi_url(base_url: str) -> str:
-    """`ws://host:port` (or an http URL) → the full bidi route URL; a full route is kept."""
+def route_url(base_url: str, path: str) -> str:
+    """`ws://host:port` (or an http URL) → the WebSocket URL of `path` there; a full route is kept."""
     url = base_url.rstrip("/")
     if url.startswith("http://"):
         url = "ws://" + url[len("http://") :]
     elif url.startswith("https://"):
         url = "wss://" + url[len("https://") :]
-    if not url.endswith(BIDI_PATH):
-        url += BIDI_PATH
+    if not url.endswith(path):
+        url += path
     return url
+
+
+def bidi_url(base_url: str) -> str:
+    """`ws://host:port` (or an http URL) → the full bidi route URL; a full route is kept."""
+    return route_url(base_url, BIDI_PATH)
 
 
 def http_base_url(url: str) -> str:
@@ -52,25 +57,27 @@ def _describe_close(exc: ConnectionClosed) -> str:
 
 
 class WebSocketTransport:
-    """One WebSocket connection to a Kokoro server's bidi route."""
+    """One WebSocket connection to a Kokoro server's bidi route (or another route: `path`)."""
 
     def __init__(
         self,
         url: str,
         *,
         frames: FrameMode = "binary",
+        path: str = BIDI_PATH,
         open_timeout: float | None = None,
         ping_interval: float | None = 20.0,
         **connect_options: Any,
     ) -> None:
-        """`url` is the server's base URL or the full route; `frames` is how JSON travels.
+        """`url` is the server's base URL or the full route (`path`, default the Kokoro bidi
+        route); `frames` is how JSON travels.
 
         `open_timeout` bounds the TCP + WebSocket handshake (the session's connect timeout
         also bounds it); extra keyword arguments go to `websockets.asyncio.client.connect`.
         """
         if frames not in ("binary", "text"):
             raise ValueError(f"frames must be 'binary' or 'text', not {frames!r}")
-        self.url = bidi_url(url)
+        self.url = route_url(url, path)
         self.frames: FrameMode = frames
         self._open_timeout = open_timeout
         self._ping_interval = ping_interval

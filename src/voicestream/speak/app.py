@@ -90,6 +90,7 @@ def create_app(
         headers = {"x-correlation-id": cid}
         try:
             body = parse_speak_request(await read_body(request, MAX_BODY_BYTES))
+            config.check_request(body.speed, body.format)
         except ProtocolError as error:
             telemetry.logger.info("speak refused", extra={"status_code": error.status, "code": error.code})
             return error_response(error, headers)

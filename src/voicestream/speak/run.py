@@ -29,15 +29,15 @@ from typing import Protocol
 from voicestream.chunker import SentenceChunker
 from voicestream.kokoro_client import (
     Audio,
-    BidiSession,
     Cancelled,
     RequestCompleted,
     SessionClosed,
     SessionError,
+    SpeechSession,
     Words,
 )
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat
-from voicestream.wire.errors import ErrorCode, ErrorMessage
+from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage
 from voicestream.wire.speak import (
     AgentStart,
     Done,
@@ -57,8 +57,9 @@ from .sources import TextSource, TextSourceError
 
 logger = logging.getLogger(__name__)
 
-SessionFactory = Callable[[], BidiSession]
-"""Builds an unopened session to the speech server (WebSocket locally, SageMaker deployed)."""
+SessionFactory = Callable[[], SpeechSession]
+"""Builds an unopened session to the speech server: Kokoro (`BidiSession`) or vLLM-Omni
+(`VllmOmniSession`), over a WebSocket locally or SageMaker deployed."""
 
 
 # The codes of the `error` event (docs/speak.md):
@@ -142,7 +143,7 @@ class _SpeakRun:
         self._out: asyncio.Queue[SpeakEvent] = asyncio.Queue()
         self._pieces: asyncio.Queue[str | None] = asyncio.Queue()  # None: the text has ended
         self._tasks: list[asyncio.Task[None]] = []
-        self._session: BidiSession | None = None
+        self._session: SpeechSession | None = None
         self._start = 0.0
         self._status: Status | None = None
         self._text: list[str] = []
@@ -324,7 +325,7 @@ class _SpeakRun:
                     format=self._wire_format(index),
                     words=self.options.words,
                 )
-        except SessionError as exc:
+        except CodedError as exc:  # the session broke, or refused what it was asked (a SessionError or a 4xx)
             self._finish("error", exc.code, str(exc))
             return
         self._text_done = True
@@ -337,7 +338,7 @@ class _SpeakRun:
             return "wav" if index == 0 else "pcm"
         return self.options.format
 
-    async def _read_audio(self, session: BidiSession) -> None:
+    async def _read_audio(self, session: SpeechSession) -> None:
         try:
             async for event in session.events():
                 if isinstance(event, Audio):

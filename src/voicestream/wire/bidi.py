@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, TypeAlias
 
@@ -35,6 +36,25 @@ MAX_REQUEST_ID_CHARS = 128
 MAX_VOICE_CHARS = 256
 
 AudioFormat = Literal["pcm", "wav", "mp3"]
+PCM_SAMPLE_WIDTH = 2  # bytes per sample of the 16-bit little-endian mono PCM on the wire
+# Streaming WAV: the length is unknown when the header goes out, so both size fields hold the
+# maximum (what ffmpeg and most streaming servers write); readers then read to end of stream.
+WAV_UNKNOWN_SIZE = 0xFFFFFFFF
+
+
+def wav_header(sample_rate: int = SAMPLE_RATE, data_size: int = WAV_UNKNOWN_SIZE) -> bytes:
+    """The 44-byte RIFF/WAVE header of 16-bit mono PCM; the default sizes mean 'until the end'.
+    Here, not in the engine, because clients add it too (a vLLM-Omni upstream streams raw PCM)."""
+    riff_size = WAV_UNKNOWN_SIZE if data_size == WAV_UNKNOWN_SIZE else 36 + data_size
+    byte_rate = sample_rate * PCM_SAMPLE_WIDTH
+    return (
+        b"RIFF"
+        + struct.pack("<I", riff_size)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, byte_rate, PCM_SAMPLE_WIDTH, 16)
+        + b"data"
+        + struct.pack("<I", data_size)
+    )
 
 
 # --- limits -------------------------------------------------------------------------------

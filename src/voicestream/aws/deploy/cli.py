@@ -29,6 +29,7 @@ def _settings(args: argparse.Namespace) -> Any:
         revision=getattr(args, "revision", MODEL_REVISION),
         validate=not getattr(args, "skip_validate", False),
         update_stack=not getattr(args, "skip_stack", False),
+        speech_model=getattr(args, "speech_model", None),
     )
 
 
@@ -89,6 +90,11 @@ def register(commands: Any) -> None:
     )  # fmt: skip
     deploy.add_argument("--model-cache", type=Path, default=None, help="local copy of the model files")
     deploy.add_argument("--revision", default=MODEL_REVISION, help="hexgrad/Kokoro-82M revision (pinned default)")
+    deploy.add_argument(
+        "--speech-model", choices=("kokoro", "qwen3-tts"), default=None,
+        help="the endpoint's model (template parameter SpeechModel; default: the stack's, kokoro for a new one); "
+        "qwen3-tts runs AWS's vLLM-Omni image: no image build, no model upload",
+    )  # fmt: skip
     deploy.add_argument("--skip-validate", action="store_true", help="do not run the deploy-validate state machine")
     deploy.add_argument(
         "--skip-stack",

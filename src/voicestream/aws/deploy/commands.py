@@ -31,6 +31,7 @@ from voicestream.aws.deploy.progress import Progress, Steps
 from voicestream.aws.deploy.sam import run_sam
 from voicestream.aws.deploy.stack import CAPABILITIES, Stack, describe, set_parameters
 from voicestream.aws.deploy.target import AwsTarget, connect
+from voicestream.kokoro_client.speech import SPEECH_MODELS
 
 Builder = Literal["auto", "docker", "codebuild"]
 FetchModel = Callable[[Path, str, Progress], Path]
@@ -47,6 +48,7 @@ class Settings:
     revision: str = MODEL_REVISION
     validate: bool = True
     update_stack: bool = True  # False: use the stack as deployed (skip sam build/deploy)
+    speech_model: str | None = None  # kokoro | qwen3-tts; None: keep the stack's (a new stack: kokoro)
 
     def template(self) -> Path:
         template = self.root / "template.yaml"
@@ -127,31 +129,56 @@ def require_stack(target: AwsTarget, name: str) -> Stack:
 # -- the commands ------------------------------------------------------------------------------
 
 
+def speech_model_of(target: AwsTarget, settings: Settings) -> str:
+    """The model this deploy is for: as asked, else the deployed stack's, else kokoro."""
+    if settings.speech_model is not None:
+        if settings.speech_model not in SPEECH_MODELS:
+            raise DeployError(f"speech model must be one of {', '.join(SPEECH_MODELS)}, got {settings.speech_model!r}")
+        return settings.speech_model
+    stack = describe(target.client("cloudformation"), settings.stack_name)
+    return (stack.outputs.get("SpeechModel") if stack else None) or "kokoro"
+
+
 def deploy(settings: Settings, progress: Progress = print, connect: Callable[..., AwsTarget] = connect) -> int:
     target = connect(settings.profile, settings.region)  # first: without credentials, nothing else runs
     settings.template()
+    model = speech_model_of(target, settings)
+    kokoro = model == "kokoro"  # qwen3-tts runs AWS's vLLM-Omni image: no model upload, no image build
     context = build_context(settings.root)
-    progress(f"deploying stack {settings.stack_name} to {target.describe}")
-    steps = Steps(4 + settings.validate + settings.update_stack, progress)
+    progress(f"deploying stack {settings.stack_name} ({model}) to {target.describe}")
+    steps = Steps((4 if kokoro else 2) + settings.validate + settings.update_stack, progress)
     if settings.update_stack:
-        with steps.step("stack: sam build + sam deploy"):
+        overrides = [] if settings.speech_model is None else ["--parameter-overrides", f"SpeechModel={model}"]
+        with steps.step("stack: sam build + sam deploy" + ("" if kokoro else " (creates the Qwen3-TTS endpoint)")):
             run_sam(settings.root, target, ["build"], progress)
             run_sam(
                 settings.root, target,
                 ["deploy", "--stack-name", settings.stack_name, "--resolve-s3", "--no-confirm-changeset",
-                 "--no-fail-on-empty-changeset", "--capabilities", *CAPABILITIES],
+                 "--no-fail-on-empty-changeset", "--capabilities", *CAPABILITIES, *overrides],
                 progress,
             )  # fmt: skip
     with steps.step("stack outputs"):
         stack = require_stack(target, settings.stack_name)
         for key in ("ModelBucketName", "RepositoryUri", "SpeakFunctionUrl"):
             steps.note(f"{key}: {stack.output(key)}")
-    with steps.step(f"model weights: {MODEL_REPO}@{settings.revision[:12]}"):
-        prefix = ensure_model(target.client("s3"), stack.output("ModelBucketName"), settings, progress)
-    with steps.step(f"server image ({len(context.files)} files in its build context)"):
-        tag = ensure_image(target, stack, context, settings.builder, progress)
-    with steps.step("endpoint (CloudFormation creates or updates it; 10-15 minutes the first time)"):
-        stack = ensure_endpoint(target.client("cloudformation"), stack, tag, prefix, progress)
+        deployed_model = stack.outputs.get("SpeechModel", "kokoro")
+        if deployed_model != model:
+            raise DeployError(
+                f"stack {stack.name} runs {deployed_model}, not {model}: deploy with --speech-model {model} "
+                "(without --skip-stack) to switch"
+            )
+    if kokoro:
+        with steps.step(f"model weights: {MODEL_REPO}@{settings.revision[:12]}"):
+            prefix = ensure_model(target.client("s3"), stack.output("ModelBucketName"), settings, progress)
+        with steps.step(f"server image ({len(context.files)} files in its build context)"):
+            tag = ensure_image(target, stack, context, settings.builder, progress)
+        with steps.step("endpoint (CloudFormation creates or updates it; 10-15 minutes the first time)"):
+            stack = ensure_endpoint(target.client("cloudformation"), stack, tag, prefix, progress)
+    else:
+        with steps.step("endpoint: Qwen3-TTS on AWS's vLLM-Omni image (the stack made it; nothing to build or upload)"):
+            if stack.outputs.get("EndpointDeployed") != "true":
+                raise DeployError(f"stack {stack.name} (qwen3-tts) reports no endpoint (EndpointDeployed is not true)")
+            steps.note(f"endpoint {stack.output('EndpointName')}")
     if settings.validate:
         with steps.step("deploy-validate state machine"):
             run_report(target, stack, "DeployValidateStateMachineArn", "deploy-validate", {}, progress)

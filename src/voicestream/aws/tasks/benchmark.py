@@ -28,7 +28,15 @@ import httpx
 
 from voicestream.aws.sigv4 import SigningError, caller_credentials, signed_headers
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, RequestCompleted, SessionError
+from voicestream.kokoro_client import (
+    SPEECH_MODELS,
+    BidiSession,
+    RequestCompleted,
+    SessionError,
+    SpeechModel,
+    SpeechSession,
+    VllmOmniSession,
+)
 from voicestream.texts import paragraph
 from voicestream.wire.errors import CodedError, ErrorMessage
 from voicestream.wire.framing import FrameError
@@ -53,9 +61,13 @@ class BenchmarkSettings:
     text: str
     prompt: str
     silence_timeout_s: float = 60.0
+    speech_model: SpeechModel = "kokoro"
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any], default_region: str) -> BenchmarkSettings:
+        model = event.get("speech_model") or "kokoro"
+        if model not in SPEECH_MODELS:
+            raise BenchmarkError(f"'speech_model' must be one of {', '.join(SPEECH_MODELS)}, got {model!r}")
         return cls(
             endpoint_name=str(event.get("endpoint_name") or ""),
             region=str(event.get("region") or default_region),
@@ -63,6 +75,7 @@ class BenchmarkSettings:
             text=str(event.get("text") or paragraph()),
             prompt=str(event.get("prompt") or ""),
             silence_timeout_s=float(event.get("silence_timeout_s", 60.0)),
+            speech_model=model,
         )
 
 
@@ -93,13 +106,24 @@ class Benchmarker:
             result[name] = await self._speak_on_session(settings, runs[name])
         return result
 
-    async def _speak_on_session(self, settings: BenchmarkSettings, pieces: Sequence[str]) -> dict[str, Any]:
+    def _session(self, settings: BenchmarkSettings) -> SpeechSession:
+        """A session in the endpoint's protocol: Kokoro's bidi route or vLLM-Omni's speech stream."""
+        if settings.speech_model == "qwen3-tts":
+            return VllmOmniSession.sagemaker(
+                settings.endpoint_name,
+                settings.region,
+                http_client_factory=self.http_client_factory,
+                silence_timeout=settings.silence_timeout_s,
+            )
         options: dict[str, Any] = {}
         if self.http_client_factory is not None:
             options["http_client"] = self.http_client_factory()
-        session = BidiSession.sagemaker(
+        return BidiSession.sagemaker(
             settings.endpoint_name, settings.region, silence_timeout=settings.silence_timeout_s, **options
         )
+
+    async def _speak_on_session(self, settings: BenchmarkSettings, pieces: Sequence[str]) -> dict[str, Any]:
+        session = self._session(settings)
         try:
             async with session:
                 ids = [await session.send(piece) for piece in pieces]
@@ -112,7 +136,7 @@ class Benchmarker:
                         if done == len(ids):
                             break
         except SessionError as exc:
-            raise BenchmarkError(f"isolated experiment on {session.transport.description}: {exc}") from exc
+            raise BenchmarkError(f"isolated experiment on {session.description}: {exc}") from exc
         timings = [session.timings[rid] for rid in ids]
         first, last = timings[0], timings[-1]
         if first.first_audio_at is None or last.completed_at is None:

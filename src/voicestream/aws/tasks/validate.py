@@ -15,6 +15,9 @@ binary frames. So the checks go through SageMaker itself with BINARY payloads:
 5. `invocations_stream`: POST /invocations through InvokeEndpointWithResponseStream streams audio
    of a plausible length.
 
+A Qwen3-TTS endpoint (`speech_model: qwen3-tts`) speaks vLLM-Omni's protocol instead; its
+checks are in `validate_vllm_omni`.
+
 The report says, per check, whether it passed, what it saw and how long it took; `cause` is one
 readable paragraph of what broke, which the state machine uses as its failure cause.
 """
@@ -31,7 +34,16 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
-from voicestream.kokoro_client import Audio, BidiSession, Pong, RequestCompleted, SessionError, SessionTimeoutError
+from voicestream.kokoro_client import (
+    SPEECH_MODELS,
+    Audio,
+    BidiSession,
+    Pong,
+    RequestCompleted,
+    SessionError,
+    SessionTimeoutError,
+    SpeechModel,
+)
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import ErrorCode, ErrorMessage
 
@@ -65,6 +77,7 @@ class ValidationSettings:
     connect_timeout_s: float = 60.0
     silence_timeout_s: float = 60.0
     expected_device: str | None = None  # None: the device is reported, not checked
+    speech_model: SpeechModel = "kokoro"
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any], default_region: str) -> ValidationSettings:
@@ -74,6 +87,9 @@ class ValidationSettings:
         device = event.get("expected_device") or None
         if device is not None and device not in EXPECTED_DEVICES:
             raise ValueError(f"'expected_device' must be one of {', '.join(EXPECTED_DEVICES)}, got {device!r}")
+        model = event.get("speech_model") or "kokoro"
+        if model not in SPEECH_MODELS:
+            raise ValueError(f"'speech_model' must be one of {', '.join(SPEECH_MODELS)}, got {model!r}")
         sentences = tuple(event.get("sentences") or DEFAULT_SENTENCES)
         if len(sentences) < 2 or not all(isinstance(s, str) and s.strip() for s in sentences):
             raise ValueError("'sentences' must be at least two non-empty strings")
@@ -85,6 +101,7 @@ class ValidationSettings:
             connect_timeout_s=float(event.get("connect_timeout_s", 60.0)),
             silence_timeout_s=float(event.get("silence_timeout_s", 60.0)),
             expected_device=device,
+            speech_model=model,
         )
 
 
@@ -130,8 +147,13 @@ class EndpointValidator:
         self.runtime_client = runtime_client
 
     def run(self, settings: ValidationSettings) -> ValidationReport:
-        checks = asyncio.run(self._bidi_checks(settings))
-        checks.append(self._invocations_stream(settings))
+        if settings.speech_model == "qwen3-tts":
+            from .validate_vllm_omni import vllm_omni_checks  # it builds on this module's checks
+
+            checks = asyncio.run(vllm_omni_checks(settings, self.http_client_factory))
+        else:
+            checks = asyncio.run(self._bidi_checks(settings))
+            checks.append(self._invocations_stream(settings))
         failed = [c for c in checks if not c.passed]
         summary = f"{len(checks) - len(failed)} of {len(checks)} checks passed"
         cause = ""
@@ -167,20 +189,20 @@ class EndpointValidator:
         except SessionError as exc:
             failed = Check("bidi_connect", False, str(exc), time.perf_counter() - started)
             never = ("bidi_three_sentences", "bidi_device", "bidi_malformed_message")
-            return [failed, *_not_run(never, "the session did not open")]
+            return [failed, *not_run(never, "the session did not open")]
         checks = [Check("bidi_connect", True, "session open", time.perf_counter() - started)]
         try:
             checks.append(await self._three_sentences(session, settings.sentences))
             if not checks[-1].passed:
                 skipped = ("bidi_device", "bidi_malformed_message")
-                checks.extend(_not_run(skipped, "the sentences check failed first"))
+                checks.extend(not_run(skipped, "the sentences check failed first"))
                 return checks
             # A wrong device fails the report, but the session still answers: go on.
             checks.append(await self._device(session, settings.expected_device))
             if checks[-1].data:
                 checks.append(await self._malformed_message(session))
             else:
-                checks.extend(_not_run(("bidi_malformed_message",), "the session stopped answering"))
+                checks.extend(not_run(("bidi_malformed_message",), "the session stopped answering"))
         finally:
             await session.close()
         return checks
@@ -322,5 +344,5 @@ class EndpointValidator:
         return Check("invocations_stream", True, f"{parts} parts, {audio_ms:.0f} ms of audio", seconds, data)
 
 
-def _not_run(names: Sequence[str], why: str) -> list[Check]:
+def not_run(names: Sequence[str], why: str) -> list[Check]:
     return [Check(name, False, f"not run: {why}", 0.0) for name in names]

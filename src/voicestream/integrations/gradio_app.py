@@ -1,0 +1,123 @@
+"""The Gradio streaming client (`voicestream gradio`): type a text, hear it as it is synthesized.
+
+Text, voice, language and the upstream (a local Kokoro server, a vLLM-Omni server, or a
+SageMaker endpoint signed here, server-side) go in; PCM streams into
+`gr.Audio(streaming=True, autoplay=True)` and a metrics panel shows, per run, the connection
+time, time to first audio, real-time factor, inter-chunk jitter (p50/p95 of arrival gaps) and
+end-to-end time. Stop cancels the run and the upstream work with it. The behaviour lives in
+`speech_stream`; this module only lays out the page and translates.
+
+Needs the `gradio` extra (gradio streams audio through ffmpeg, which must be on PATH).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+from voicestream.wire.bidi import SAMPLE_RATE
+from voicestream.wire.errors import CodedError
+from voicestream.wire.vllm_omni import QWEN3_TTS_LANGUAGES
+
+from .speech_stream import UpstreamChoice, stream_speech
+
+TITLE = "voicestream: streaming speech"
+# System fonts only: the page must not reach for web fonts (offline machines, privacy).
+THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+METRIC_LABELS = {
+    "connect_ms": "connection (ms)",
+    "first_audio_ms": "time to first audio (ms)",
+    "real_time_factor": "real-time factor",
+    "jitter_p50_ms": "inter-chunk jitter p50 (ms)",
+    "jitter_p95_ms": "inter-chunk jitter p95 (ms)",
+    "end_to_end_ms": "end to end (ms)",
+    "audio_ms": "audio (ms)",
+    "chunks": "chunks received",
+    "status": "status",
+}
+
+
+def metrics_table(metrics: dict[str, Any]) -> list[list[Any]]:
+    return [[label, metrics.get(key)] for key, label in METRIC_LABELS.items()]
+
+
+def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hello! This is voicestream.") -> gr.Blocks:
+    """The page. `choices` are the upstreams offered (see `speech_stream.upstream_choices`)."""
+    by_label = {choice.label: choice for choice in choices}
+
+    async def speak(
+        text: str, voice: str, language: str, label: str
+    ) -> AsyncGenerator[tuple[Any, dict[str, Any], list[list[Any]], str]]:
+        choice = by_label.get(label)
+        if choice is None:
+            raise gr.Error(f"unknown upstream {label!r}")
+        if not text or not text.strip():
+            raise gr.Error("type something to say")
+        try:
+            async for pcm, metrics in stream_speech(choice, text, voice=voice.strip() or None, language=language):
+                numbers = metrics.as_dict()
+                audio = (SAMPLE_RATE, np.frombuffer(pcm, dtype="<i2")) if pcm else gr.skip()
+                yield audio, numbers, metrics_table(numbers), numbers["status"]
+        except CodedError as error:
+            raise gr.Error(str(error)) from error
+
+    blocks = gr.Blocks(title=TITLE, analytics_enabled=False)
+    with blocks:
+        gr.Markdown(f"## {TITLE}")
+        with gr.Row():
+            with gr.Column(scale=3):
+                text = gr.Textbox(label="Text", value=default_text, lines=4, elem_id="text")
+                with gr.Row():
+                    voice = gr.Textbox(label="Voice (empty: the upstream's default)", value="", elem_id="voice")
+                    language = gr.Dropdown(
+                        choices=list(QWEN3_TTS_LANGUAGES),
+                        value="Auto",
+                        label="Language (vLLM-Omni)",
+                        elem_id="language",
+                    )
+                upstream = gr.Dropdown(
+                    choices=list(by_label), value=choices[0].label, label="Upstream", elem_id="upstream"
+                )
+                with gr.Row():
+                    start = gr.Button("Speak", variant="primary", elem_id="speak")
+                    stop = gr.Button("Stop", variant="stop", elem_id="stop")
+            with gr.Column(scale=2):
+                audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False, elem_id="audio")
+                status = gr.Textbox(label="Status", interactive=False, elem_id="status")
+                table = gr.Dataframe(
+                    headers=["metric", "value"],
+                    value=metrics_table({}),
+                    label="Metrics (this run)",
+                    interactive=False,
+                    elem_id="metrics",
+                )
+                numbers = gr.JSON(label="Metrics (JSON)", visible=False)
+        run = start.click(
+            speak, inputs=[text, voice, language, upstream], outputs=[audio, numbers, table, status], api_name="speak"
+        )
+        stop.click(lambda: "stopped", outputs=[status], cancels=[run], api_name="stop")
+    return blocks
+
+
+def create_app(choices: Sequence[UpstreamChoice]) -> Any:
+    """The page as an ASGI app (FastAPI, Gradio's own), for any ASGI server.
+
+    Built inside a short-lived event loop: Gradio creates its locks and events in the running
+    loop, or else makes a new loop for them that nobody closes (one per lock)."""
+    from fastapi import FastAPI
+
+    async def build() -> Any:
+        blocks = create_blocks(choices).queue(default_concurrency_limit=4)
+        return gr.mount_gradio_app(FastAPI(), blocks, path="/", theme=THEME, footer_links=["api"], ssr_mode=False)
+
+    return asyncio.run(build())
+
+
+def serve(choices: Sequence[UpstreamChoice], host: str = "127.0.0.1", port: int = 7860) -> None:
+    """Run the page until interrupted (Gradio's own server and queue)."""
+    blocks = create_blocks(choices).queue(default_concurrency_limit=4)
+    blocks.launch(server_name=host, server_port=port, theme=THEME, footer_links=["api"], ssr_mode=False, share=False)

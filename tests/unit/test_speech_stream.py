@@ -1,0 +1,141 @@
+"""The Gradio client's core without Gradio: the metrics of a run (computed by hand here), and
+one text streamed from a scripted vLLM-Omni server, stopped early or failing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.fakes import ScriptedTransport, Step, TurnTransport
+from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices
+from voicestream.integrations.stream_metrics import StreamClock, percentile
+from voicestream.kokoro_client import SpeechSession, Transport, VllmOmniSession
+from voicestream.wire.errors import CodedError
+from voicestream.wire.vllm_omni import SessionConfig
+
+PCM = b"\x01\x00" * 2400  # 100 ms
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_percentiles() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([4.0], 0.95) == 4.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert percentile([10.0, 0.0, 20.0], 0.95) == pytest.approx(19.0)
+    with pytest.raises(ValueError):
+        percentile([1.0], 1.5)
+
+
+def test_metrics_of_a_run_by_hand() -> None:
+    clock = Clock()
+    run = StreamClock("kokoro", bytes_per_second=48_000, clock=clock)
+    run.connected(0.05)
+    for at in (100.3, 100.4, 100.6, 100.7):  # gaps 100, 200, 100 ms
+        clock.now = at
+        run.chunk(4_800)  # 100 ms each
+    assert run.metrics().end_to_end_ms is None and run.metrics().status == "running"
+    clock.now = 101.0
+    run.end("complete")
+    clock.now = 200.0  # later reads do not move the end
+    metrics = run.metrics()
+    assert metrics.connect_ms == pytest.approx(50)
+    assert metrics.first_audio_ms == pytest.approx(300)
+    assert metrics.audio_ms == pytest.approx(400)
+    assert metrics.end_to_end_ms == pytest.approx(1000)
+    assert metrics.real_time_factor == pytest.approx(2.5)
+    assert metrics.jitter_p50_ms == pytest.approx(100)
+    assert metrics.jitter_p95_ms == pytest.approx(190)
+    assert metrics.as_dict()["chunks"] == 4 and metrics.status == "complete"
+
+
+def msg(kind: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, **fields})
+
+
+def utterance(chunks: int) -> list[Step]:
+    return [
+        msg("audio.start", sentence_index=0, sentence_text="x", format="pcm", sample_rate=24_000),
+        *[PCM] * chunks,
+        msg("audio.done", sentence_index=0),
+        msg("session.done", total_sentences=1),
+    ]
+
+
+def opener(transport: ScriptedTransport) -> Any:
+    def open_session(choice: UpstreamChoice, voice: str | None, language: str | None) -> SpeechSession:
+        def once() -> Transport:
+            return transport
+
+        config = SessionConfig(voice=voice or "vivian", language=language or "Auto")
+        return VllmOmniSession(once, config, close_timeout=0.2)
+
+    return open_session
+
+
+CHOICE = UpstreamChoice("vLLM-Omni (scripted)", "vllm-omni", url="ws://127.0.0.1:9")
+
+
+async def test_first_audio_at_once_then_batches_then_final_metrics() -> None:
+    server = TurnTransport([utterance(6)], trigger="input.done")
+    items = [item async for item in stream_speech(CHOICE, "Hello.", language="English", open_session=opener(server))]
+    sizes = [len(pcm) for pcm, _ in items]
+    # connected (no audio), first chunk alone, then >= 250 ms pieces, then the rest with the end.
+    assert sizes == [0, len(PCM), 3 * len(PCM), 2 * len(PCM)]
+    final = items[-1][1]
+    assert final.status == "complete" and final.chunks == 6 and final.audio_ms == pytest.approx(600)
+    assert items[0][1].connect_ms is not None and final.end_to_end_ms is not None
+    config = json.loads(str(server.sent[0]))
+    assert (config["type"], config["language"]) == ("session.config", "English")
+
+
+async def test_stopping_early_cancels_the_upstream_work() -> None:
+    server = TurnTransport([[*utterance(50)[:3], 5.0]], trigger="input.done")  # audio, then a long silence
+    stream = stream_speech(CHOICE, "A long text.", open_session=opener(server))
+    async with contextlib.aclosing(stream):
+        async for pcm, _metrics in stream:
+            if pcm:
+                break  # the listener pressed Stop
+    # vLLM-Omni's cancel: the connection is closed (which aborts the request upstream), and
+    # closing the stream waited for it.
+    assert server.closed
+    assert [json.loads(str(payload))["type"] for payload in server.sent] == [
+        "session.config",
+        "input.text",
+        "input.done",
+    ]
+
+
+async def test_a_refused_text_ends_with_an_error_after_its_metrics() -> None:
+    failing: list[Step] = [msg("error", message="Generation failed for utterance 0, sentence 0: boom")]
+    server = TurnTransport([failing], trigger="input.done")
+    seen: list[str] = []
+    with pytest.raises(CodedError, match="refused the text: \\[generation_failed\\]"):
+        async for _pcm, metrics in stream_speech(CHOICE, "Hi.", open_session=opener(server)):
+            seen.append(metrics.status)
+    assert seen[-1].startswith("error: the speech server refused the text")
+
+
+def test_upstream_choices() -> None:
+    choices = upstream_choices(kokoro_url="ws://127.0.0.1:8080", endpoint="tts", region="us-west-2")
+    assert [(c.upstream, c.url, c.endpoint, c.region) for c in choices] == [
+        ("kokoro", "ws://127.0.0.1:8080", None, None),
+        ("vllm-omni", None, "tts", "us-west-2"),
+    ]
+    assert choices[1].label == "SageMaker tts in us-west-2 (Qwen3-TTS on vLLM-Omni)"
+    session = choices[1].session("ryan", "German")
+    assert isinstance(session, VllmOmniSession)
+    assert (session.config.voice, session.config.language) == ("ryan", "German")
+    with pytest.raises(CodedError, match="at least one upstream"):
+        upstream_choices()
+    with pytest.raises(CodedError, match="needs a region"):
+        upstream_choices(endpoint="tts")
