@@ -49,9 +49,9 @@ def validate_machine(executions: Executions, lambdas: LambdaRouter, service: Fak
     module = load_handler_module("validate")
     setattr(module, "validator", EndpointValidator(http_client_factory=service.connection))  # noqa: B010
     arn = lambdas.add("voicestream-validate", module.handler)
-    return executions.create(
-        "deploy_validate", {"EndpointName": ENDPOINT, "ValidateFunctionArn": arn, "SpeechModel": "qwen3-tts"}
-    )
+    # ExpectedDevice as the template renders it for a GPU stack; the qwen3-tts checks do not use it.
+    substitutions = {"EndpointName": ENDPOINT, "ValidateFunctionArn": arn, "SpeechModel": "qwen3-tts"}
+    return executions.create("deploy_validate", {**substitutions, "ExpectedDevice": "cuda"})
 
 
 def test_deploy_validate_passes_against_vllm_omni(endpoint: Any, executions: Executions, lambdas: LambdaRouter) -> None:
