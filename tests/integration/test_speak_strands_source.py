@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from collections.abc import Iterator
 
 import boto3
@@ -70,6 +72,18 @@ async def test_in_stream_exception_becomes_a_text_source_error(bedrock: FakeBedr
             received.append(delta)
     assert received == ["Partial"]
     assert "the model fell over" in caught.value.message
+
+
+async def test_an_in_stream_exception_releases_the_connection(bedrock: FakeBedrock) -> None:
+    # botocore leaves the socket open after an in-stream exception; unreleased it would only
+    # close when garbage-collected, with a ResourceWarning, once per failed reply.
+    bedrock.turns = [Turn(deltas=("Partial",), stream_error=("throttlingException", "slow down"))]
+    with pytest.raises(TextSourceError):
+        await collect(StrandsSource("hello", make_factory(bedrock)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 async def test_closing_early_cancels_the_model_stream(bedrock: FakeBedrock) -> None:

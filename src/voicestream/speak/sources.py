@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -162,7 +162,35 @@ class BedrockModelFactory:
             options["boto_session"] = self._boto_session
         else:
             options["region_name"] = settings.region
-        return BedrockModel(model_id=settings.model_id, max_tokens=settings.max_tokens, streaming=True, **options)
+        model = BedrockModel(model_id=settings.model_id, max_tokens=settings.max_tokens, streaming=True, **options)
+        model.client.meta.events.register("after-call.bedrock-runtime.ConverseStream", _close_stream_on_error)
+        return model
+
+
+class _ClosingEventStream:
+    """Bedrock's event stream that releases its HTTP connection when the stream raises.
+
+    botocore leaves the connection open when an in-stream exception (modelStreamErrorException,
+    throttling mid-reply) ends the iteration; the socket then lingers until garbage collection.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self._stream
+        except BaseException:
+            self._stream.close()
+            raise
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _close_stream_on_error(parsed: dict[str, Any], **_: Any) -> None:
+    if "stream" in parsed:
+        parsed["stream"] = _ClosingEventStream(parsed["stream"])
 
 
 class StrandsSource:
