@@ -24,7 +24,8 @@ import numpy.typing as npt
 from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, split_phonemes
-from voicestream.engine.kokoro_split import split_graphs
+from voicestream import env
+from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.split_runtime import SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
 from voicestream.engine.windows import WindowPlan
@@ -74,8 +75,10 @@ class OnnxEngine(SpeechEngine):
     def _load(self) -> None:
         # The model and config are verified now; voices are verified as each is first used.
         assets = onnx_assets(self.model_dir, voices=())
-        derived_dir = self.derived_dir or assets.model.parent / "derived"
-        graphs = split_graphs(assets.model, manifest()["onnx_model"]["sha256"], derived_dir)
+        source_sha256 = manifest()["onnx_model"]["sha256"]
+        derived_dir = self.derived_dir or choose_derived_dir(assets.model.parent, source_sha256, env.cache_dir())
+        graphs = split_graphs(assets.model, source_sha256, derived_dir)
+        self.derived_dir = derived_dir
         self._split = SplitKokoro(graphs, self.threads)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets

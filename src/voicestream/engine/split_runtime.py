@@ -1,4 +1,4 @@
-"""The two Kokoro graphs on onnxruntime: encode a sentence once, decode it window by window."""
+"""The split Kokoro graphs on onnxruntime: encode a sentence once, decode it window by window."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import DECODER_INPUTS, ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
+from voicestream.engine.kokoro_split import ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
 from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
 
 
@@ -29,20 +29,34 @@ class SentenceFeatures:
     def frames(self) -> int:
         return int(self.asr.shape[2])
 
-    def window_inputs(self, window: Window) -> dict[str, npt.NDArray[np.float32]]:
-        """The decoder's inputs for the frames [span_start, span_end) of `window`."""
-        a, b = window.span_start, window.span_end
+    def frontend_inputs(self, window: Window) -> dict[str, npt.NDArray[np.float32]]:
+        """The frontend's inputs for the frames [frontend_start, frontend_end) of `window`."""
+        a, b = window.frontend_start, window.frontend_end
         return {
             "asr": self.asr[:, :, a:b],
             "f0": self.f0[:, 2 * a : 2 * b],
             "energy": self.energy[:, 2 * a : 2 * b],
             "decoder_style": self.decoder_style,
+        }
+
+    def generator_inputs(
+        self, window: Window, frontend_hidden: npt.NDArray[np.float32]
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The generator's inputs for the frames [span_start, span_end) of `window`, given the
+        frontend's output over the window's frontend span."""
+        a, b = window.span_start, window.span_end
+        offset = window.span_start - window.frontend_start
+        return {
+            "hidden": frontend_hidden[:, :, 2 * offset : 2 * (offset + b - a)],
+            "f0": self.f0[:, 2 * a : 2 * b],
             "phase": self.phase[:, :, 2 * a : 2 * b],
+            "decoder_style": self.decoder_style,
         }
 
 
 class SplitKokoro:
-    """Sessions over the derived encoder and decoder graphs; safe to use from several threads."""
+    """Sessions over the derived encoder, frontend and generator graphs; safe to use from several
+    threads (onnxruntime sessions are)."""
 
     def __init__(self, graphs: SplitGraphs, threads: int) -> None:
         import onnxruntime
@@ -52,7 +66,8 @@ class SplitKokoro:
         options.inter_op_num_threads = 1
         providers = ["CPUExecutionProvider"]
         self._encoder: Any = onnxruntime.InferenceSession(str(graphs.encoder), options, providers=providers)
-        self._decoder: Any = onnxruntime.InferenceSession(str(graphs.decoder), options, providers=providers)
+        self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
+        self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
@@ -61,10 +76,9 @@ class SplitKokoro:
         return SentenceFeatures(**outputs)
 
     def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
-        """The audio of the window's whole computed span (600 samples per frame)."""
-        inputs = features.window_inputs(window)
-        assert list(inputs) == list(DECODER_INPUTS)
-        (audio,) = self._decoder.run(["audio"], inputs)
+        """The audio of the window's generator span (600 samples per frame)."""
+        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window))
+        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden))
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
     def stream(self, features: SentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:

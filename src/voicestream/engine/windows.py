@@ -2,11 +2,13 @@
 
 A sentence of N frames is decoded in windows: a small first one (its audio is the first audio
 a listener hears) and larger later ones (fewer runs, less context recomputed). Each window's
-*core* frames are the audio it contributes; around them it computes `context` extra frames on
-each side (clipped at the sentence's ends) so that the core sees everything it depends on.
-The context's audio is dropped, except the first `crossfade` frames after a core: the next
-window's first samples fade in over them, so a seam never steps (adjacent windows normalise
-their activations over different spans, so their samples differ slightly; a fade hides it).
+*core* frames are the audio it contributes. The decoder runs in two stages (kokoro_split.py),
+each with its own reach: the generator computes `context` extra frames on each side of the
+core (its *span*), and the frontend, which feeds it, `frontend_context` more on each side of
+that span (its *frontend span*), all clipped at the sentence's ends. The context's audio is
+dropped, except the first `crossfade` frames after a core: the next window's first samples fade
+in over them, so a seam never steps (adjacent windows normalise their activations over
+different spans, so their samples differ slightly; a fade hides it).
 
 Pure arithmetic and numpy: no model here.
 """
@@ -28,7 +30,8 @@ class WindowPlan:
     first: int = 12  # frames of the first window's core: sets the first audio's latency
     growth: float = 2.0  # each later core is this many times the one before...
     largest: int = 240  # ...up to this many frames
-    context: int = 16  # frames computed on each side of a core (the decoder's receptive field)
+    context: int = 6  # generator frames computed on each side of a core (its receptive field)
+    frontend_context: int = 10  # frontend frames computed on each side of the generator's span
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
 
     def __post_init__(self) -> None:
@@ -36,18 +39,32 @@ class WindowPlan:
             raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
         if self.growth < 1.0:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
-        if self.context < 0 or not 0 <= self.crossfade <= self.context:
-            raise ValueError(f"need 0 <= crossfade <= context, got crossfade={self.crossfade} context={self.context}")
+        if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.context:
+            raise ValueError(
+                f"need 0 <= crossfade <= context and frontend_context >= 0, got crossfade={self.crossfade} "
+                f"context={self.context} frontend_context={self.frontend_context}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """Frames [start, end) are this window's core; [span_start, span_end) are computed."""
+    """Frames [start, end) are this window's core; the generator computes [span_start, span_end),
+    the frontend [frontend_start, frontend_end) (by default the generator's span)."""
 
     start: int
     end: int
     span_start: int
     span_end: int
+    frontend_start: int = -1
+    frontend_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.frontend_start < 0:
+            object.__setattr__(self, "frontend_start", self.span_start)
+        if self.frontend_end < 0:
+            object.__setattr__(self, "frontend_end", self.span_end)
+        if not self.frontend_start <= self.span_start <= self.start < self.end <= self.span_end <= self.frontend_end:
+            raise ValueError(f"inconsistent window {self}")
 
     @property
     def frames(self) -> int:
@@ -71,7 +88,17 @@ def plan_windows(total_frames: int, plan: WindowPlan | None) -> list[Window]:
         # A last sliver smaller than the first window is cheaper merged into this one.
         if total_frames - end < plan.first:
             end = total_frames
-        windows.append(Window(start, end, max(0, start - plan.context), min(total_frames, end + plan.context)))
+        span_start, span_end = max(0, start - plan.context), min(total_frames, end + plan.context)
+        windows.append(
+            Window(
+                start,
+                end,
+                span_start,
+                span_end,
+                max(0, span_start - plan.frontend_context),
+                min(total_frames, span_end + plan.frontend_context),
+            )
+        )
         start, size = end, min(float(plan.largest), size * plan.growth)
     return windows
 
