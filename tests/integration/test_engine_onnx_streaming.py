@@ -41,7 +41,7 @@ from voicestream.engine.kokoro_split import (
 )
 from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
 from voicestream.engine.split_runtime import SentenceFeatures, SplitKokoro
-from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.windows import Window, WindowPlan, plan_windows
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "

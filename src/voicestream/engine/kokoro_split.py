@@ -37,7 +37,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -204,10 +204,8 @@ def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     options.intra_op_num_threads = 1
     providers = ["CPUExecutionProvider"]
 
-    def run(path: Path, inputs: dict[str, np.typing.NDArray[np.generic]]) -> list[np.typing.NDArray[np.generic]]:
-        outputs: list[np.typing.NDArray[np.generic]] = onnxruntime.InferenceSession(
-            str(path), options, providers=providers
-        ).run(None, inputs)
+    def run(path: Path, inputs: dict[str, Any]) -> list[Any]:
+        outputs: list[Any] = onnxruntime.InferenceSession(str(path), options, providers=providers).run(None, inputs)
         return outputs
 
     tokens = np.array([[0, 50, 83, 54, 156, 57, 135, 16, 0]], dtype=np.int64)  # a few phonemes

@@ -12,6 +12,7 @@ audio yielded as soon as it is computed, so first audio does not wait for the wh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -21,18 +22,27 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from voicestream import env
 from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, split_phonemes
-from voicestream import env
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.split_runtime import SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
 from voicestream.engine.windows import WindowPlan
+from voicestream.env import DecoderWindows
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
 DEFAULT_WINDOWS = WindowPlan()
+
+
+def window_plan(setting: DecoderWindows) -> WindowPlan | None:
+    """The plan a VOICESTREAM_DECODER_WINDOWS setting names ("off": None, whole sentences)."""
+    if setting == "off":
+        return None
+    first, growth, largest = setting
+    return dataclasses.replace(DEFAULT_WINDOWS, first=first, growth=growth, largest=largest)
 
 
 def default_threads() -> int:
