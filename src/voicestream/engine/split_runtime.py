@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
 from voicestream.engine.kokoro_split import ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +54,32 @@ class SentenceFeatures:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class DecodedWindow:
+    """A decoded window: the samples to emit now, and the features it was decoded from (their
+    durations place its words)."""
+
+    window: Window
+    samples: FloatAudio
+    features: SentenceFeatures
+
+
 class SplitKokoro:
     """Sessions over the derived encoder, frontend and generator graphs; safe to use from several
     threads (onnxruntime sessions are)."""
 
-    def __init__(self, graphs: SplitGraphs, threads: int) -> None:
+    def __init__(self, graphs: SplitGraphs, threads: int, *, spinning: bool = False) -> None:
+        """`spinning`: let idle inference threads busy-wait for work (onnxruntime's default). Off
+        here: a window is a short run with many parallel sections, and a spinning thread burns a
+        core that the other thread, or another synthesis, needs; on a shared 2-core machine
+        spinning made windowed decoding 20% slower than whole sentences, without it they break
+        even (docs/engine.md)."""
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         providers = ["CPUExecutionProvider"]
         self._encoder: Any = onnxruntime.InferenceSession(str(graphs.encoder), options, providers=providers)
         self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
@@ -81,12 +97,43 @@ class SplitKokoro:
         (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden))
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def stream(self, features: SentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
-        """Each window's audio as soon as it is decoded (one window when `plan` is None).
+    def stream(
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+    ) -> Generator[FloatAudio, None, None]:
+        """Each window's audio as soon as it is decoded (one window when `plan` is None)."""
+        for decoded in self.windows(features, plan, start):
+            yield decoded.samples
+
+    def windows(
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+    ) -> Generator[DecodedWindow, None, None]:
+        """Each window as soon as it is decoded (one window when `plan` is None), the audio of
+        frames [start, frames): frames before `start` (leading silence) are not emitted, and
+        with a plan not decoded either, except as the first window's left context.
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
         that stops iterating (a cancelled request) stops the work between windows.
         """
-        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0)
-        for window in plan_windows(features.frames, plan):
-            yield stitcher.push(window, self.decode(features, window))
+        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0, start)
+        for window in plan_windows(features.frames, plan, start):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(features, window)), features)
+
+    def windows_after_head(
+        self,
+        head: SentenceFeatures,
+        join_frame: int,
+        rest: Callable[[], SentenceFeatures],
+        plan: WindowPlan,
+        start: int = 0,
+    ) -> Generator[DecodedWindow, None, None]:
+        """The frames [start, join_frame) decoded from `head` (a shorter encoding whose frames go
+        on past the join: the windows' right context), then the rest from `rest()`'s features
+        (called once, when the first window after the join is asked for), one window schedule
+        across both (lookahead.py)."""
+        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
+        sizes = core_sizes(plan)
+        for window in with_context(plan_cores(join_frame, plan, start=start, sizes=sizes), head.frames, plan):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(head, window)), head)
+        joined = rest()
+        for window in with_context(plan_cores(joined.frames, plan, start=join_frame, sizes=sizes), joined.frames, plan):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(joined, window)), joined)

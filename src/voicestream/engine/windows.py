@@ -28,8 +28,8 @@ class WindowPlan:
     """Window sizes in frames (25 ms each at Kokoro's 600 samples per frame)."""
 
     first: int = 12  # frames of the first window's core: sets the first audio's latency
-    growth: float = 2.0  # each later core is this many times the one before...
-    largest: int = 240  # ...up to this many frames
+    growth: float = 1.5  # each later core is this many times the one before...
+    largest: int = 96  # ...up to this many frames
     context: int = 6  # generator frames computed on each side of a core (its receptive field)
     frontend_context: int = 10  # frontend frames computed on each side of the generator's span
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
@@ -75,19 +75,36 @@ class Window:
         return self.start - self.span_start
 
 
-def plan_windows(total_frames: int, plan: WindowPlan | None) -> list[Window]:
-    """Cores that tile [0, total_frames) exactly once, in order; one window when plan is None."""
-    if total_frames <= 0:
-        return []
-    if plan is None:
-        return [Window(0, total_frames, 0, total_frames)]
-    windows: list[Window] = []
-    start, size = 0, float(plan.first)
+def core_sizes(plan: WindowPlan) -> Iterator[int]:
+    """The cores' sizes in order: `first`, then `growth` times the one before, up to `largest`."""
+    size = float(plan.first)
+    while True:
+        yield round(size)
+        size = min(float(plan.largest), size * plan.growth)
+
+
+def plan_cores(
+    total_frames: int, plan: WindowPlan, *, start: int = 0, sizes: Iterator[int] | None = None
+) -> list[tuple[int, int]]:
+    """Cores that tile [start, total_frames) exactly once, in order. `sizes` lets a later call
+    continue the same schedule (a sentence decoded in two parts: lookahead.py)."""
+    sizes = sizes if sizes is not None else core_sizes(plan)
+    cores: list[tuple[int, int]] = []
     while start < total_frames:
-        end = min(total_frames, start + round(size))
+        end = min(total_frames, start + next(sizes))
         # A last sliver smaller than the first window is cheaper merged into this one.
         if total_frames - end < plan.first:
             end = total_frames
+        cores.append((start, end))
+        start = end
+    return cores
+
+
+def with_context(cores: list[tuple[int, int]], total_frames: int, plan: WindowPlan) -> list[Window]:
+    """Each core with the plan's context on both sides, clipped to [0, total_frames): the frames
+    the features hold (which may go on past the last core: lookahead.py's head)."""
+    windows = []
+    for start, end in cores:
         span_start, span_end = max(0, start - plan.context), min(total_frames, end + plan.context)
         windows.append(
             Window(
@@ -99,8 +116,17 @@ def plan_windows(total_frames: int, plan: WindowPlan | None) -> list[Window]:
                 min(total_frames, span_end + plan.frontend_context),
             )
         )
-        start, size = end, min(float(plan.largest), size * plan.growth)
     return windows
+
+
+def plan_windows(total_frames: int, plan: WindowPlan | None, start: int = 0) -> list[Window]:
+    """Windows whose cores tile [start, total_frames) exactly once, in order; one window when
+    plan is None (computing every frame, so its samples are the whole sentence's)."""
+    if total_frames <= start:
+        return []
+    if plan is None:
+        return [Window(start, total_frames, 0, total_frames)]
+    return with_context(plan_cores(total_frames, plan, start=start), total_frames, plan)
 
 
 def fade_in(length: int) -> FloatAudio:
@@ -113,14 +139,14 @@ class Stitcher:
 
     `push` returns the window's core (faded in over the previous window's overlap) and keeps
     the start of its right context for the next one; concatenating every `push` gives exactly
-    one sample per frame sample of the sentence.
+    one sample per frame sample of the sentence from `start_frame` on.
     """
 
-    def __init__(self, samples_per_frame: int, crossfade_frames: int) -> None:
+    def __init__(self, samples_per_frame: int, crossfade_frames: int, start_frame: int = 0) -> None:
         self.samples_per_frame = samples_per_frame
         self.crossfade_frames = crossfade_frames
         self._tail: FloatAudio | None = None
-        self._next_start = 0
+        self._next_start = start_frame
 
     def push(self, window: Window, audio: FloatAudio) -> FloatAudio:
         spf = self.samples_per_frame
