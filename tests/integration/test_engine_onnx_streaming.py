@@ -9,7 +9,8 @@ Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine
 - seams of the engine's real output: no step beyond the signal's own neighbourhood, and seam
   neighbourhoods no further from the whole-sentence audio than the rest (<= 1 dB log-mel), which
   a decoder without context fails;
-- hearing: Whisper's WER of the streamed audio equals the whole-sentence audio's.
+- hearing: Whisper's WER of the streamed audio (lookahead joins included: lookahead.py, and
+  test_engine_lookahead.py for its own gate) equals the whole-sentence audio's.
 """
 
 from __future__ import annotations
@@ -39,13 +40,24 @@ from voicestream.engine.kokoro_split import (
     derived_folder,
     split_graphs,
 )
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
 from voicestream.engine.split_runtime import SentenceFeatures, SplitKokoro
 from voicestream.engine.windows import Window, WindowPlan, plan_windows
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "
     "the front if you would like me to do that for you before the check in desk closes at nine"
+)
+# Long enough for the lookahead (a head encoded first): the WER gate hears its joins too.
+LONG_SENTENCES = (
+    LONG_SENTENCE,
+    "Our team will move every order from the north depot to the new site next week so please check that your "
+    "delivery address and phone number are correct before friday because the courier cannot call you back after "
+    "the van leaves and we would hate for anything to go missing.",
+    "I looked through your last three statements and the extra charge comes from the annual fee that was added in "
+    "March when your introductory period ended so I can ask the billing team to waive it this one time if you want.",
+    "To reset your router unplug it from the wall wait about thirty seconds plug it back in and then give the "
+    "lights a minute or two to settle before you try connecting your laptop to the network again.",
 )
 MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in the evening."
 
@@ -60,6 +72,14 @@ def engine() -> Iterator[OnnxEngine]:
 @pytest.fixture(scope="module")
 def whole_engine() -> Iterator[OnnxEngine]:
     loaded = OnnxEngine(threads=2, decoder_windows=None)
+    loaded.load()
+    yield loaded
+
+
+@pytest.fixture(scope="module")
+def plain_engine() -> Iterator[OnnxEngine]:
+    """Windows, but every piece encoded whole first (no lookahead)."""
+    loaded = OnnxEngine(threads=2, lookahead=None)
     loaded.load()
     yield loaded
 
@@ -215,15 +235,30 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
     assert reports["no context"].seam_excess_db > 3.0
 
 
-def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
-    chunks = [chunk.samples for chunk in engine.synthesize(LONG_SENTENCE)]
+def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(
+    plain_engine: OnnxEngine, whole_engine: OnnxEngine
+) -> None:
+    chunks = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE)]
     whole = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
     assert len(whole) == 1 and len(chunks) > 3
-    frames = len(whole[0]) // SAMPLES_PER_FRAME
-    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS)]
+    features = features_of(plain_engine, LONG_SENTENCE)
+    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES  # the leading silence not emitted
+    expected = [w.end - w.start for w in plan_windows(features.frames, DEFAULT_WINDOWS, first)]
     assert [len(chunk) // SAMPLES_PER_FRAME for chunk in chunks] == expected
     assert len(chunks[0]) == DEFAULT_WINDOWS.first * SAMPLES_PER_FRAME
-    assert sum(len(chunk) for chunk in chunks) == len(whole[0])
+    assert sum(len(chunk) for chunk in chunks) == len(whole[0]) == (features.frames - first) * SAMPLES_PER_FRAME
+
+
+def test_the_leading_silence_is_cut_to_the_lead_in_and_nothing_else_changes(whole_engine: OnnxEngine) -> None:
+    untrimmed = OnnxEngine(threads=2, decoder_windows=None, lead_in_frames=None, derived_dir=whole_engine.derived_dir)
+    untrimmed.load()
+    (original,) = [chunk.samples for chunk in untrimmed.synthesize(MEDIUM_SENTENCE)]
+    (trimmed,) = [chunk.samples for chunk in whole_engine.synthesize(MEDIUM_SENTENCE)]
+    pad = int(features_of(whole_engine, MEDIUM_SENTENCE).durations[0, 0])
+    cut = (pad - DEFAULT_LEAD_IN_FRAMES) * SAMPLES_PER_FRAME
+    assert pad > DEFAULT_LEAD_IN_FRAMES + 4  # Kokoro's lead-in: ~0.3-0.45 s of silence
+    assert np.array_equal(trimmed, original[cut:])
+    assert np.max(np.abs(original[:cut])) < 0.01  # what was cut was silence
 
 
 class CountingSplit(SplitKokoro):
@@ -261,7 +296,7 @@ def bench_sentences() -> list[str]:
 @pytest.mark.slow
 def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
     results: list[tuple[str, float, float]] = []
-    for sentence in [*bench_sentences(), LONG_SENTENCE]:
+    for sentence in [*bench_sentences(), *LONG_SENTENCES]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
         whole = np.concatenate([c.samples for c in whole_engine.synthesize(sentence)])
         streamed_wer, whole_wer = (word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, whole))

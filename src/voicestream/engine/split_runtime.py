@@ -126,14 +126,16 @@ class SplitKokoro:
         plan: WindowPlan,
         start: int = 0,
     ) -> Generator[DecodedWindow, None, None]:
-        """The frames [start, join_frame) decoded from `head` (a shorter encoding whose frames go
-        on past the join: the windows' right context), then the rest from `rest()`'s features
-        (called once, when the first window after the join is asked for), one window schedule
-        across both (lookahead.py)."""
+        """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
+        everything they compute lies before the join, then from `rest()`'s features (called once,
+        when the first later window is asked for), one window schedule across both (lookahead.py).
+        No window sees the head's frames past the join, so the switch is an ordinary seam and the
+        join itself lies inside a window decoded from the joined features."""
         stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
         sizes = core_sizes(plan)
-        for window in with_context(plan_cores(join_frame, plan, start=start, sizes=sizes), head.frames, plan):
+        head_end = max(start, join_frame - plan.context - plan.frontend_context)
+        for window in with_context(plan_cores(head_end, plan, start=start, sizes=sizes), join_frame, plan):
             yield DecodedWindow(window, stitcher.push(window, self.decode(head, window)), head)
         joined = rest()
-        for window in with_context(plan_cores(joined.frames, plan, start=join_frame, sizes=sizes), joined.frames, plan):
+        for window in with_context(plan_cores(joined.frames, plan, start=head_end, sizes=sizes), joined.frames, plan):
             yield DecodedWindow(window, stitcher.push(window, self.decode(joined, window)), joined)
