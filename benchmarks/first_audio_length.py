@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import resource
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, command_line, machine, write_json
+from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
 from voicestream.engine.onnx import (
     DEFAULT_LEAD_IN_FRAMES,
     DEFAULT_LOOKAHEAD,
@@ -51,16 +49,6 @@ LENGTHS = (5, 15, 30, 50)
 def sentence(words: int) -> str:
     text = " ".join(WORDS[:words])
     return text[0].upper() + text[1:] + "."
-
-
-def busy_cores_s() -> float:
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def stall_s(ready_at: list[float], durations: list[float]) -> float:
@@ -164,22 +152,21 @@ def main() -> None:
         engine.load()
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in engines}
-    load_before = os.getloadavg()
-    wall, busy, own = time.perf_counter(), busy_cores_s(), own_cpu_s()
+    started = time.time()
+    load = LoadMeter()
     for repeat in range(args.repeats):
         for words in LENGTHS:
             order = list(engines) if repeat % 2 == 0 else list(reversed(engines))
             for name in order:
                 runs[name][words].append(timed(engines[name], sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
-    wall = time.perf_counter() - wall
-    others = max(0.0, (busy_cores_s() - busy) - (own_cpu_s() - own)) / wall
+    measured_load = load.report()
     results = {name: summarise(by_length) for name, by_length in runs.items()}
     whole = results["whole"]
     report = {
         "benchmark": "first_audio_length",
         "command": command_line(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall)),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "threads": args.threads,
         "repeats": args.repeats,
         "plans": {name: describe(plan) for name, plan in plans.items()},
@@ -204,12 +191,7 @@ def main() -> None:
             for name, result in results.items()
             if name != "whole"
         },
-        "load": {
-            "other_processes_cores": round(others, 2),
-            "loadavg_before": [round(v, 2) for v in load_before],
-            "loadavg_after": [round(v, 2) for v in os.getloadavg()],
-            "wall_s": round(wall, 1),
-        },
+        "load": measured_load,
         "machine": machine(),
     }
     report["chunked_over_whole"] = report["over_whole"]["chunked"]
@@ -223,7 +205,7 @@ def main() -> None:
         )
     for name, ratios in report["over_whole"].items():
         print(f"{name} / whole: RTF {ratios['rtf']}, CPU {ratios['cpu_per_audio']}")
-    print(f"other processes kept {others:.2f} cores busy; load average before {load_before[0]:.1f}")
+    print(f"other processes kept {measured_load['other_processes_cores']} cores busy; load {measured_load}")
 
 
 if __name__ == "__main__":

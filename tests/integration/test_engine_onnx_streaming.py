@@ -77,6 +77,14 @@ def whole_engine() -> Iterator[OnnxEngine]:
 
 
 @pytest.fixture(scope="module")
+def original_engine() -> Iterator[OnnxEngine]:
+    """The original graph's samples: whole sentences, the leading silence kept."""
+    loaded = OnnxEngine(threads=2, decoder_windows=None, lead_in_frames=None)
+    loaded.load()
+    yield loaded
+
+
+@pytest.fixture(scope="module")
 def plain_engine() -> Iterator[OnnxEngine]:
     """Windows, but every piece encoded whole first (no lookahead)."""
     loaded = OnnxEngine(threads=2, lookahead=None)
@@ -294,11 +302,15 @@ def bench_sentences() -> list[str]:
 
 
 @pytest.mark.slow
-def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, whole_engine: OnnxEngine) -> None:
+def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, original_engine: OnnxEngine) -> None:
+    """The reference is the original model's output (whole sentence, leading silence kept).
+    Whisper tiny.en flips a word or two on some sentences between renderings that differ
+    inaudibly: the leading silence's length alone changes 2 of these 15 sentences' transcripts
+    (docs/engine.md), so this gate is sensitive to any change of the rendering, not only to seams."""
     results: list[tuple[str, float, float]] = []
     for sentence in [*bench_sentences(), *LONG_SENTENCES]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
-        whole = np.concatenate([c.samples for c in whole_engine.synthesize(sentence)])
+        whole = np.concatenate([c.samples for c in original_engine.synthesize(sentence)])
         streamed_wer, whole_wer = (word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, whole))
         results.append((sentence, streamed_wer, whole_wer))
     for sentence, streamed_wer, whole_wer in results:
