@@ -11,6 +11,9 @@ audio length, this process's CPU time, and the playback stall a listener would h
 started at the first chunk and each later chunk came when the engine produced it (a window
 computed after the previous one's audio has played leaves a gap).
 
+It also times the parts of a first audio alone (G2P, the whole sentence's encoder run, the
+lookahead's head encoder run, the first window) per length: what grows with the sentence.
+
 Reports p50s, the long/short first-audio ratio, RTF chunked vs whole (wall and CPU seconds),
 and how busy the machine was (cores used by other processes during the run, load average):
 on a shared machine the numbers are only comparable as ratios measured in the same run.
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
+from voicestream.engine.lookahead import head_split
 from voicestream.engine.onnx import (
     DEFAULT_LEAD_IN_FRAMES,
     DEFAULT_LOOKAHEAD,
@@ -35,7 +40,8 @@ from voicestream.engine.onnx import (
     OnnxEngine,
     window_plan,
 )
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.windows import WindowPlan, plan_windows
+from voicestream.engine.word_timings import tokenize
 
 TEXT = (
     "our team will move every order from the north depot to the new site next week so please check that your "
@@ -82,6 +88,37 @@ def timed(engine: OnnxEngine, text: str) -> dict[str, float]:
         "rtf": total / audio_s,
         "chunks": len(durations),
         "stall_ms": stall_s(ready_at, durations) * 1000,
+    }
+
+
+def breakdown(engine: OnnxEngine, text: str) -> dict[str, float]:
+    """Where a first audio's time goes, each part timed alone (ms): G2P, the whole sentence's
+    encoder run, the lookahead's head encoder run (when the sentence gets one), the first window."""
+    started = time.perf_counter()
+    (piece,) = engine.phoneme_pieces(text, "af_heart")
+    g2p = time.perf_counter() - started
+    ids, _ = tokenize(piece, engine._vocab)
+    style = engine._voice("af_heart")[len(ids) - 1 : len(ids)]
+    started = time.perf_counter()
+    features = engine.split.encode(ids, style, 1.0)
+    encoder = time.perf_counter() - started
+    head = head_split(ids, DEFAULT_LOOKAHEAD)
+    head_encoder = None
+    if head is not None:
+        started = time.perf_counter()
+        engine.split.encode(ids[: head.end], style, 1.0)
+        head_encoder = (time.perf_counter() - started) * 1000
+    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
+    window = plan_windows(features.frames, DEFAULT_WINDOWS, first)[0]
+    started = time.perf_counter()
+    engine.split.decode(features, window)
+    decode = time.perf_counter() - started
+    return {
+        "tokens": len(ids),
+        "g2p_ms": g2p * 1000,
+        "encoder_ms": encoder * 1000,
+        "head_encoder_ms": head_encoder if head_encoder is not None else float("nan"),
+        "first_window_ms": decode * 1000,
     }
 
 
@@ -152,6 +189,7 @@ def main() -> None:
         engine.load()
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in engines}
+    parts: dict[int, list[dict[str, float]]] = {n: [] for n in LENGTHS}
     started = time.time()
     load = LoadMeter()
     for repeat in range(args.repeats):
@@ -159,6 +197,8 @@ def main() -> None:
             order = list(engines) if repeat % 2 == 0 else list(reversed(engines))
             for name in order:
                 runs[name][words].append(timed(engines[name], sentence(words)))
+        for words in LENGTHS:
+            parts[words].append(breakdown(engines["chunked"], sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
     measured_load = load.report()
     results = {name: summarise(by_length) for name, by_length in runs.items()}
@@ -175,6 +215,14 @@ def main() -> None:
         "lead_in_frames": DEFAULT_LEAD_IN_FRAMES,
         "sentences": {str(w): sentence(w) for w in LENGTHS},
         "results": results,
+        "breakdown_ms_p50": {
+            str(words): {
+                key: (None if math.isnan(value) else round(value, 1))
+                for key in samples[0]
+                for value in [statistics.median(sample[key] for sample in samples)]
+            }
+            for words, samples in parts.items()
+        },
         "over_whole": {
             name: {
                 "rtf": round(result["rtf_overall"] / whole["rtf_overall"], 3),
