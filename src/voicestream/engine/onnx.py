@@ -4,10 +4,13 @@ The graph takes `tokens` int64 [1, N+2] (phoneme ids wrapped in pad 0s), `style`
 [1, 256] (the voice's row N-1: Kokoro voices hold one style vector per input length) and
 `speed` float32 [1]; it returns float32 audio at 24 kHz.
 
-The graph runs as two derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
-encoder runs once, then the decoder runs over windows of frames (windows.py), each window's
-audio yielded as soon as it is computed, so first audio does not wait for the whole sentence.
-`decoder_windows=None` decodes each piece in one window: the original graph's samples exactly.
+The graph runs as three derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
+encoder runs once (a long piece's head first: lookahead.py), then the decoder's frontend and
+generator run over windows of frames (windows.py), each window's audio yielded as soon as it is
+computed, with the words that start in it (word_timings.py), so first audio waits neither for
+the whole sentence's decoding nor for its encoding. The leading pad's silence is cut to
+`lead_in_frames`. `decoder_windows=None, lead_in_frames=None` gives the original graph's samples
+exactly. docs/engine.md has the design and its measurements.
 """
 
 from __future__ import annotations
@@ -157,7 +160,8 @@ class OnnxEngine(SpeechEngine):
             emitted = 0
             for decoded in self._windows(ids, style, speed):
                 window = decoded.window
-                start_s = offset_s - (window.start - emitted) * FRAME_S  # time of the piece's frame 0
+                # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
+                start_s = offset_s - (window.start - emitted) * FRAME_S
                 timed = words_starting_in(words, decoded.features.durations, window.start, window.end, start_s)
                 emitted += window.end - window.start
                 yield AudioChunk(samples=decoded.samples, words=timed)
