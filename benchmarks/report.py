@@ -54,6 +54,16 @@ def command(report: Json, fallback: str | None = None) -> str:
     return f"Command: `{text}`" + (f" ({'; '.join(details)})." if details else ".")
 
 
+def clause_note(variants: Json, default_words: int) -> str:
+    """What the fast first clause did to this paragraph (“Thanks for waiting,” has 3 words)."""
+    if variants.get("first_clause", {}).get("same_runs_as") == "sentences":
+        return (
+            f"With its default of {default_words} words the chunker does not cut this paragraph's first clause, "
+            "so `first_clause` sends the same messages as `sentences`; `first_clause_3` shows what the cut buys."
+        )
+    return f"The chunker's default ({default_words} words) cuts this paragraph's first clause “Thanks for waiting,”."
+
+
 def other_cpu(step: Json) -> str:
     value = step.get("other_processes_cores")
     return "n/a" if value is None else f"{value:.2f}"
@@ -123,8 +133,9 @@ class Report:
             value = entry.get("median_of_paired") or entry.get("of_medians")
             return None if value is None else float(value)
 
-        for name, label in (("first_clause", "default 4 words"), ("first_clause_3", "3 words")):
-            if name in variants:
+        default_words = r.get("first_clause_min_words", 4)  # files written before it was recorded: 4
+        for name, label in (("first_clause", f"default {default_words} words"), ("first_clause_3", "3 words")):
+            if name in variants and not (name != "first_clause" and variants[name].get("same_runs_as")):
                 value = paired(name)
                 self.head(
                     [
@@ -180,9 +191,8 @@ class Report:
                     ),
                     "First piece sent:\n\n" + first_pieces,
                     "Anchor: 329.3 → 156.7 ms (2.1x) on a GPU. Goal: whole / fast first clause ≥ 4x. "
-                    "With its default of 4 words the chunker does not cut this paragraph's first clause "
-                    "(“Thanks for waiting,” has 3), so `first_clause` sends the same messages as `sentences`; "
-                    "`first_clause_3` shows what the cut buys. Between runs, short syntheses on this shared VM "
+                    + clause_note(variants, default_words)
+                    + " Between runs, short syntheses on this shared VM "
                     "vary more than long ones (the host, not our load: see the other-CPU column at the end), so "
                     "this ratio moves by several tenths from run to run; the engine table below shows how fast "
                     "short sentences were in this run.",
@@ -741,7 +751,7 @@ class Report:
         self.head(
             [
                 f"11. Fast first clause: first_clause_min_words 3 / 4 / none over {r['replies']} agent replies",
-                "4 words (not measured)",
+                "before: 4 words (not measured)",
                 "choose by first audio and WER",
                 cells,
                 "measured",
