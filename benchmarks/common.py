@@ -17,6 +17,7 @@ import math
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,37 @@ def machine() -> dict[str, Any]:
         # Tracked files changed since that commit (other work in the tree while measuring).
         "git_modified_files": len((_git("status", "--porcelain", "--untracked-files=no") or "").splitlines()),
     }
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (all processes, all cores), from /proc/stat."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process (all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class LoadMeter:
+    """How busy the machine was while a measurement ran: the cores other processes kept busy
+    (the machine's busy time less this process's own), and the load average before and after."""
+
+    def __init__(self) -> None:
+        self.loadavg_before = os.getloadavg()
+        self._wall, self._busy, self._own = time.perf_counter(), busy_cpu_s(), own_cpu_s()
+
+    def report(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self._wall
+        others = max(0.0, (busy_cpu_s() - self._busy) - (own_cpu_s() - self._own)) / wall
+        return {
+            "other_processes_cores": round(others, 2),
+            "loadavg_before": [round(v, 2) for v in self.loadavg_before],
+            "loadavg_after": [round(v, 2) for v in os.getloadavg()],
+            "wall_s": round(wall, 1),
+        }
 
 
 def _git(*args: str) -> str | None:

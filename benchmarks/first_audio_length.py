@@ -1,28 +1,47 @@
 """Engine-level first audio vs sentence length: chunked decoder windows vs whole-sentence decoding.
 
-One sentence without clause marks of 5, 15, 30 and 50 words, spoken by two ONNX engines in the
-same process (default decoder windows, and `decoder_windows=None`), alternating per repeat so
-that the machine's load falls on both alike. Per run: time from `synthesize()` to the first
-AudioChunk (G2P + encoder + first window), total time, audio length. Reports p50s, the
-long/short first-audio ratio, RTF chunked vs whole, and how busy the machine was (cores used by
-other processes during the run, load average), since the numbers are only comparable as ratios
-measured in the same run on a shared machine.
+One sentence without clause marks of 5, 15, 30 and 50 words, spoken by ONNX engines in the same
+process: `chunked` (the defaults: decoder windows, and a long sentence's head encoded first),
+`no lookahead` (the same windows, every sentence encoded whole first), `whole`
+(`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
+leading silence) and any extra window plans given with `--plans`; they alternate per repeat so
+that the machine's load falls on all alike. Per run:
+time from `synthesize()` to the first AudioChunk (G2P + encoder + first window), total time,
+audio length, this process's CPU time, and the playback stall a listener would hear if playback
+started at the first chunk and each later chunk came when the engine produced it (a window
+computed after the previous one's audio has played leaves a gap).
 
-    .venv/bin/python benchmarks/first_audio_length.py [--repeats 5] [--threads 2]
+It also times the parts of a first audio alone (G2P, the whole sentence's encoder run, the
+lookahead's head encoder run, the first window) per length: what grows with the sentence.
+
+Reports p50s, the long/short first-audio ratio, RTF chunked vs whole (wall and CPU seconds),
+and how busy the machine was (cores used by other processes during the run, load average):
+on a shared machine the numbers are only comparable as ratios measured in the same run.
+
+    .venv/bin/python benchmarks/first_audio_length.py [--repeats 5] [--threads 2] [--plans 12,2,64 8,2,96]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import resource
+import dataclasses
+import math
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, machine, write_json
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
+from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
+from voicestream.engine.lookahead import head_split
+from voicestream.engine.onnx import (
+    DEFAULT_LEAD_IN_FRAMES,
+    DEFAULT_LOOKAHEAD,
+    DEFAULT_WINDOWS,
+    OnnxEngine,
+    window_plan,
+)
+from voicestream.engine.windows import WindowPlan, plan_windows
+from voicestream.engine.word_timings import tokenize
 
 TEXT = (
     "our team will move every order from the north depot to the new site next week so please check that your "
@@ -38,114 +57,203 @@ def sentence(words: int) -> str:
     return text[0].upper() + text[1:] + "."
 
 
-def busy_cores_s() -> float:
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def stall_s(ready_at: list[float], durations: list[float]) -> float:
+    """Silence a listener hears after playback starts at the first chunk: chunk k+1 is late by
+    however much it comes after the audio before it has played out."""
+    if not ready_at:
+        return 0.0
+    played_until, stalled = ready_at[0], 0.0
+    for at, duration in zip(ready_at, durations, strict=True):
+        if at > played_until:
+            stalled += at - played_until
+            played_until = at
+        played_until += duration
+    return stalled
 
 
 def timed(engine: OnnxEngine, text: str) -> dict[str, float]:
-    started = time.perf_counter()
-    first = None
-    samples = chunks = 0
+    started, cpu_started = time.perf_counter(), own_cpu_s()
+    ready_at: list[float] = []
+    durations: list[float] = []
     for chunk in engine.synthesize(text):
-        if first is None:
-            first = time.perf_counter() - started
-        samples += len(chunk.samples)
-        chunks += 1
+        ready_at.append(time.perf_counter() - started)
+        durations.append(chunk.duration_s)
     total = time.perf_counter() - started
-    assert first is not None
-    audio_s = samples / engine.sample_rate
-    return {"first_ms": first * 1000, "total_s": total, "audio_s": audio_s, "rtf": total / audio_s, "chunks": chunks}
+    audio_s = sum(durations)
+    return {
+        "first_ms": ready_at[0] * 1000,
+        "total_s": total,
+        "cpu_s": own_cpu_s() - cpu_started,
+        "audio_s": audio_s,
+        "rtf": total / audio_s,
+        "chunks": len(durations),
+        "stall_ms": stall_s(ready_at, durations) * 1000,
+    }
+
+
+def breakdown(engine: OnnxEngine, text: str) -> dict[str, float]:
+    """Where a first audio's time goes, each part timed alone (ms): G2P, the whole sentence's
+    encoder run, the lookahead's head encoder run (when the sentence gets one), the first window."""
+    started = time.perf_counter()
+    (piece,) = engine.phoneme_pieces(text, "af_heart")
+    g2p = time.perf_counter() - started
+    ids, _ = tokenize(piece, engine._vocab)
+    style = engine._voice("af_heart")[len(ids) - 1 : len(ids)]
+    started = time.perf_counter()
+    features = engine.split.encode(ids, style, 1.0)
+    encoder = time.perf_counter() - started
+    head = head_split(ids, DEFAULT_LOOKAHEAD)
+    head_encoder = None
+    if head is not None:
+        started = time.perf_counter()
+        engine.split.encode(ids[: head.end], style, 1.0)
+        head_encoder = (time.perf_counter() - started) * 1000
+    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
+    window = plan_windows(features.frames, DEFAULT_WINDOWS, first)[0]
+    started = time.perf_counter()
+    engine.split.decode(features, window)
+    decode = time.perf_counter() - started
+    return {
+        "tokens": len(ids),
+        "g2p_ms": g2p * 1000,
+        "encoder_ms": encoder * 1000,
+        "head_encoder_ms": head_encoder if head_encoder is not None else float("nan"),
+        "first_window_ms": decode * 1000,
+    }
+
+
+def describe(plan: WindowPlan | None) -> dict[str, Any] | str:
+    if plan is None:
+        return "whole sentence"
+    return {
+        "first": plan.first,
+        "growth": plan.growth,
+        "largest": plan.largest,
+        "context": plan.context,
+        "frontend_context": plan.frontend_context,
+        "crossfade": plan.crossfade,
+    }
+
+
+def parse_plan(text: str) -> WindowPlan:
+    first, growth, largest = text.split(",")
+    plan = window_plan((int(first), float(growth), int(largest)))
+    assert plan is not None
+    return plan
+
+
+def summarise(by_length: dict[int, list[dict[str, float]]]) -> dict[str, Any]:
+    rows = {}
+    for words, samples in by_length.items():
+        rows[str(words)] = {
+            "audio_s": round(samples[0]["audio_s"], 2),
+            "chunks": int(samples[0]["chunks"]),
+            "first_audio_ms_p50": round(statistics.median(s["first_ms"] for s in samples), 1),
+            "first_audio_ms_all": [round(s["first_ms"], 1) for s in samples],
+            "rtf_p50": round(statistics.median(s["rtf"] for s in samples), 3),
+            "stall_ms_p50": round(statistics.median(s["stall_ms"] for s in samples), 1),
+            "stall_ms_max": round(max(s["stall_ms"] for s in samples), 1),
+        }
+    first = {w: rows[str(w)]["first_audio_ms_p50"] for w in by_length}
+    lengths = sorted(by_length)
+    total_time = sum(s["total_s"] for samples in by_length.values() for s in samples)
+    total_cpu = sum(s["cpu_s"] for samples in by_length.values() for s in samples)
+    total_audio = sum(s["audio_s"] for samples in by_length.values() for s in samples)
+    return {
+        "by_words": rows,
+        "first_audio_long_over_short": round(first[lengths[-1]] / first[lengths[0]], 2),
+        "rtf_overall": round(total_time / total_audio, 3),
+        "cpu_s_per_audio_s": round(total_cpu / total_audio, 3),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default="first_audio_length.json")
+    parser.add_argument("--plans", nargs="*", default=[], help="extra window plans first,growth,largest")
+    parser.add_argument(
+        "--spinning", action="store_true", help="also chunked and whole with onnxruntime's spinning threads"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "first_audio_length.json")
     args = parser.parse_args()
-    engines = {
-        "chunked": OnnxEngine(threads=args.threads),
-        "whole": OnnxEngine(threads=args.threads, decoder_windows=None),
-    }
+    plans: dict[str, WindowPlan | None] = {"chunked": DEFAULT_WINDOWS, "no lookahead": DEFAULT_WINDOWS, "whole": None}
+    plans.update({f"windows {text}": parse_plan(text) for text in args.plans})
+    engines = {name: OnnxEngine(threads=args.threads, decoder_windows=plan) for name, plan in plans.items()}
+    engines["no lookahead"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, lookahead=None)
+    if args.spinning:
+        for name in ("chunked", "whole"):
+            plans[f"{name} spinning"] = plans[name]
+            engines[f"{name} spinning"] = OnnxEngine(threads=args.threads, decoder_windows=plans[name], spinning=True)
     for engine in engines.values():
         engine.load()
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in engines}
-    load_before = os.getloadavg()
-    wall, busy, own = time.perf_counter(), busy_cores_s(), own_cpu_s()
+    parts: dict[int, list[dict[str, float]]] = {n: [] for n in LENGTHS}
+    started = time.time()
+    load = LoadMeter()
     for repeat in range(args.repeats):
         for words in LENGTHS:
             order = list(engines) if repeat % 2 == 0 else list(reversed(engines))
             for name in order:
                 runs[name][words].append(timed(engines[name], sentence(words)))
+        for words in LENGTHS:
+            parts[words].append(breakdown(engines["chunked"], sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
-    wall = time.perf_counter() - wall
-    others = max(0.0, (busy_cores_s() - busy) - (own_cpu_s() - own)) / wall
-    results: dict[str, Any] = {}
-    for name, by_length in runs.items():
-        rows = {}
-        for words, samples in by_length.items():
-            rows[str(words)] = {
-                "audio_s": round(samples[0]["audio_s"], 2),
-                "chunks": int(samples[0]["chunks"]),
-                "first_audio_ms_p50": round(statistics.median(s["first_ms"] for s in samples), 1),
-                "first_audio_ms_all": [round(s["first_ms"], 1) for s in samples],
-                "rtf_p50": round(statistics.median(s["rtf"] for s in samples), 3),
-            }
-        first = {w: rows[str(w)]["first_audio_ms_p50"] for w in LENGTHS}
-        total_time = sum(s["total_s"] for samples in by_length.values() for s in samples)
-        total_audio = sum(s["audio_s"] for samples in by_length.values() for s in samples)
-        results[name] = {
-            "by_words": rows,
-            "first_audio_long_over_short": round(first[LENGTHS[-1]] / first[LENGTHS[0]], 2),
-            "rtf_overall": round(total_time / total_audio, 3),
-        }
+    measured_load = load.report()
+    results = {name: summarise(by_length) for name, by_length in runs.items()}
+    whole = results["whole"]
     report = {
         "benchmark": "first_audio_length",
-        "command": f".venv/bin/python benchmarks/first_audio_length.py --repeats {args.repeats} "
-        f"--threads {args.threads}",
+        "command": command_line(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "threads": args.threads,
         "repeats": args.repeats,
-        "windows": {
-            "first": DEFAULT_WINDOWS.first,
-            "growth": DEFAULT_WINDOWS.growth,
-            "largest": DEFAULT_WINDOWS.largest,
-            "context": DEFAULT_WINDOWS.context,
-            "crossfade": DEFAULT_WINDOWS.crossfade,
-        },
+        "plans": {name: describe(plan) for name, plan in plans.items()},
+        "windows": describe(DEFAULT_WINDOWS),
+        "lookahead": dataclasses.asdict(DEFAULT_LOOKAHEAD),
+        "lead_in_frames": DEFAULT_LEAD_IN_FRAMES,
         "sentences": {str(w): sentence(w) for w in LENGTHS},
         "results": results,
-        "chunked_over_whole": {
-            "rtf": round(results["chunked"]["rtf_overall"] / results["whole"]["rtf_overall"], 3),
-            "first_audio_by_words": {
-                str(w): round(
-                    results["chunked"]["by_words"][str(w)]["first_audio_ms_p50"]
-                    / results["whole"]["by_words"][str(w)]["first_audio_ms_p50"],
-                    3,
-                )
-                for w in LENGTHS
-            },
+        "breakdown_ms_p50": {
+            str(words): {
+                key: (None if math.isnan(value) else round(value, 1))
+                for key in samples[0]
+                for value in [statistics.median(sample[key] for sample in samples)]
+            }
+            for words, samples in parts.items()
         },
-        "load": {
-            "other_processes_cores": round(others, 2),
-            "loadavg_before": [round(v, 2) for v in load_before],
-            "loadavg_after": [round(v, 2) for v in os.getloadavg()],
-            "wall_s": round(wall, 1),
+        "over_whole": {
+            name: {
+                "rtf": round(result["rtf_overall"] / whole["rtf_overall"], 3),
+                "cpu_per_audio": round(result["cpu_s_per_audio_s"] / whole["cpu_s_per_audio_s"], 3),
+                "first_audio_by_words": {
+                    str(w): round(
+                        result["by_words"][str(w)]["first_audio_ms_p50"]
+                        / whole["by_words"][str(w)]["first_audio_ms_p50"],
+                        3,
+                    )
+                    for w in LENGTHS
+                },
+            }
+            for name, result in results.items()
+            if name != "whole"
         },
+        "load": measured_load,
         "machine": machine(),
     }
-    write_json(RESULTS / args.out, report)
-    for name in engines:
-        first = {w: results[name]["by_words"][str(w)]["first_audio_ms_p50"] for w in LENGTHS}
-        ratio, rtf = results[name]["first_audio_long_over_short"], results[name]["rtf_overall"]
-        print(name, first, "ms; long/short", ratio, "RTF", rtf)
-    print("chunked/whole RTF", report["chunked_over_whole"]["rtf"], "| other processes' cores", round(others, 2))
+    report["chunked_over_whole"] = report["over_whole"]["chunked"]
+    write_json(args.out, report)
+    for name, result in results.items():
+        first = {w: result["by_words"][str(w)]["first_audio_ms_p50"] for w in LENGTHS}
+        stalls = {w: result["by_words"][str(w)]["stall_ms_p50"] for w in LENGTHS}
+        print(
+            f"{name}: first audio {first} ms; long/short {result['first_audio_long_over_short']}; "
+            f"RTF {result['rtf_overall']}; CPU s per audio s {result['cpu_s_per_audio_s']}; stall p50 {stalls} ms"
+        )
+    for name, ratios in report["over_whole"].items():
+        print(f"{name} / whole: RTF {ratios['rtf']}, CPU {ratios['cpu_per_audio']}")
+    print(f"other processes kept {measured_load['other_processes_cores']} cores busy; load {measured_load}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ real server over a real session as:
 - whole_unsplit: one request synthesized as one text (the anchor-style server, see isolated.py);
 - sentences: one request per sentence (the chunker); our server's own split of a whole
   request gives exactly these pieces, so "whole as our server handles it" sounds the same;
-- first_clause: the chunker's fast first clause at its default (4 words);
+- first_clause: the chunker's fast first clause at its default (chunker.FIRST_CLAUSE_MIN_WORDS);
 - first_clause_3: the fast first clause at 3 words.
 
 The audio is transcribed by the offline Whisper tiny.en (tests/support/asr.py) and scored

@@ -7,7 +7,7 @@ real client (`BidiSession` on `WebSocketTransport`), one fresh session per run, 
   splits only at newlines); our server's own sentence split is turned off for these runs;
 - whole: one message as our server handles it (it splits every request into sentences);
 - sentences: one message per sentence (the project's chunker), pipelined;
-- first_clause: the chunker's fast first clause at its default (4 words), pipelined;
+- first_clause: the chunker's fast first clause at its default (chunker.FIRST_CLAUSE_MIN_WORDS), pipelined;
 - first_clause_3: the fast first clause at 3 words, pipelined.
 
 Variants that send identical messages are measured once and reported under both names.
@@ -153,7 +153,9 @@ def main() -> None:
     args: argparse.Namespace = parser.parse_args()
     with kokoro_server(args.url, args.threads) as server:
         measured = asyncio.run(measure(server, args.repeats))
-        report = header("isolated", args, server, **measured, **analyse(measured))
+        report = header(
+            "isolated", args, server, first_clause_min_words=DEFAULT_MIN_WORDS, **measured, **analyse(measured)
+        )
     write_json(args.out, report)
     for name, row in report["variants"].items():
         print(

@@ -54,6 +54,16 @@ def command(report: Json, fallback: str | None = None) -> str:
     return f"Command: `{text}`" + (f" ({'; '.join(details)})." if details else ".")
 
 
+def clause_note(variants: Json, default_words: int) -> str:
+    """What the fast first clause did to this paragraph (“Thanks for waiting,” has 3 words)."""
+    if variants.get("first_clause", {}).get("same_runs_as") == "sentences":
+        return (
+            f"With its default of {default_words} words the chunker does not cut this paragraph's first clause, "
+            "so `first_clause` sends the same messages as `sentences`; `first_clause_3` shows what the cut buys."
+        )
+    return f"The chunker's default ({default_words} words) cuts this paragraph's first clause “Thanks for waiting,”."
+
+
 def other_cpu(step: Json) -> str:
     value = step.get("other_processes_cores")
     return "n/a" if value is None else f"{value:.2f}"
@@ -123,8 +133,9 @@ class Report:
             value = entry.get("median_of_paired") or entry.get("of_medians")
             return None if value is None else float(value)
 
-        for name, label in (("first_clause", "default 4 words"), ("first_clause_3", "3 words")):
-            if name in variants:
+        default_words = r.get("first_clause_min_words", 4)  # files written before it was recorded: 4
+        for name, label in (("first_clause", f"default {default_words} words"), ("first_clause_3", "3 words")):
+            if name in variants and not (name != "first_clause" and variants[name].get("same_runs_as")):
                 value = paired(name)
                 self.head(
                     [
@@ -180,9 +191,8 @@ class Report:
                     ),
                     "First piece sent:\n\n" + first_pieces,
                     "Anchor: 329.3 → 156.7 ms (2.1x) on a GPU. Goal: whole / fast first clause ≥ 4x. "
-                    "With its default of 4 words the chunker does not cut this paragraph's first clause "
-                    "(“Thanks for waiting,” has 3), so `first_clause` sends the same messages as `sentences`; "
-                    "`first_clause_3` shows what the cut buys. Between runs, short syntheses on this shared VM "
+                    + clause_note(variants, default_words)
+                    + " Between runs, short syntheses on this shared VM "
                     "vary more than long ones (the host, not our load: see the other-CPU column at the end), so "
                     "this ratio moves by several tenths from run to run; the engine table below shows how fast "
                     "short sentences were in this run.",
@@ -616,6 +626,226 @@ class Report:
         parts.append(command(r, self.step_commands.get("pipelining")))
         self.sections.append("\n\n".join(parts))
 
+    def first_audio_length(self, r: Json) -> None:
+        results, ratios = r["results"], r["over_whole"]
+        lengths = list(r["sentences"])
+        load = r.get("load", {})
+        chunked, whole = results["chunked"], results["whole"]
+        firsts = [chunked["by_words"][w]["first_audio_ms_p50"] for w in lengths]
+        ratio_value = chunked["first_audio_long_over_short"]
+        self.head(
+            [
+                f"8. First audio vs sentence length ({lengths[0]} → {lengths[-1]} words, engine, 2 threads)",
+                f"before: whole sentences, long/short {whole['first_audio_long_over_short']}x",
+                "long/short ≤ 1.5; p50 ≤ 400 ms (quiet machine)",
+                f"{' / '.join(ms(v) for v in firsts)}: long/short **{ratio_value}x** (other CPU "
+                f"{load.get('other_processes_cores', 'n/a')} cores)",
+                yes(ratio_value <= 1.5 and max(firsts) <= 400),
+            ]
+        )
+        rtf = ratios["chunked"]["rtf"]
+        self.head(
+            [
+                "9. Throughput: RTF chunked / whole-sentence decoding (same run)",
+                "not measured",
+                "≤ 1.10",
+                f"**{rtf}** (CPU seconds: {ratios['chunked']['cpu_per_audio']}); RTF {chunked['rtf_overall']} vs "
+                f"{whole['rtf_overall']}",
+                yes(rtf <= 1.10),
+            ]
+        )
+        rows = []
+        for name, result in results.items():
+            for words in lengths:
+                row = result["by_words"][words]
+                rows.append(
+                    [
+                        f"`{name}`",
+                        words,
+                        f"{row['audio_s']} s",
+                        str(row["chunks"]),
+                        ms(row["first_audio_ms_p50"]),
+                        f"{row['rtf_p50']}",
+                        ms(row["stall_ms_p50"]),
+                    ]
+                )
+        summary_rows = [
+            [
+                f"`{name}`",
+                f"{result['first_audio_long_over_short']}x",
+                f"{result['rtf_overall']}",
+                f"{result['cpu_s_per_audio_s']}",
+                f"{ratios[name]['rtf']}" if name in ratios else "1.0",
+            ]
+            for name, result in results.items()
+        ]
+        self.sections.append(
+            "\n\n".join(
+                [
+                    "## 8–9. Streaming inside a sentence: first audio vs length, throughput (engine level)",
+                    "One sentence without clause marks, cut to 5, 15, 30 and 50 words, spoken by ONNX engines in one "
+                    "process, alternating per repeat (p50 of "
+                    f"{r['repeats']}): `chunked` = the defaults (decoder windows {r['windows']}, a long sentence's "
+                    f"head encoded first {r.get('lookahead')}, leading silence cut to {r.get('lead_in_frames')} "
+                    "frames); `no lookahead` = the same windows with every sentence encoded whole first; `whole` = one "
+                    "decoder run per sentence (first audio = the whole sentence). Stall: silence a listener would hear "
+                    "if playback started at the first chunk and each chunk came when it was computed. Machine load "
+                    f"during the run: {load}.",
+                    table(["engine", "words", "audio", "chunks", "first audio p50", "RTF p50", "stall p50"], rows),
+                    table(
+                        ["engine", "first audio long/short", "RTF", "CPU s per audio s", "RTF / whole"], summary_rows
+                    ),
+                    "Goals (issue 15): long/short ≤ 1.5 and p50 ≤ 400 ms on 2 threads on a quiet machine; RTF "
+                    "chunked ≤ 1.10 × whole. On a shared machine compare the ratios. docs/engine.md explains the "
+                    "design and its quality gate.",
+                    command(r),
+                ]
+            )
+        )
+
+    def demo_ratio(self, r: Json) -> None:
+        variants = r["variants"]
+        streaming, before = variants["streaming"], variants.get("whole_sentences")
+        value = streaming["batch_over_bidi_median_of_paired"]
+        self.head(
+            [
+                "10. `voicestream demo`: batch / bidi first audio (agent reply, 50 tok/s)",
+                "2.4x local, 3.5x deployed",
+                "≥ 4x",
+                f"{ms(med(streaming['batch_first_audio_ms']))} → {ms(med(streaming['bidi_first_audio_ms']))} "
+                f"(**{times(value)}**; before streaming inside sentences: "
+                f"{times(before['batch_over_bidi_median_of_paired']) if before else 'n/a'})",
+                yes(value >= 4),
+            ]
+        )
+        rows = [
+            [
+                f"`{name}`",
+                ms(med(row["bidi_first_audio_ms"])),
+                ms(med(row.get("bidi_synthesis_to_first_audio_ms", {}))),
+                ms(med(row["batch_first_audio_ms"])),
+                times(row["batch_over_bidi_median_of_paired"]),
+            ]
+            for name, row in variants.items()
+        ]
+        self.sections.append(
+            "\n\n".join(
+                [
+                    "## 10. The demo's ratio, with and without streaming inside a sentence",
+                    "The demo's own measurement (`voicestream.demo.measure_runs`: the agent reply from the replay "
+                    f"source at {r['pace']}, through the speak app, first audio at the caller) against two in-process "
+                    "Kokoro servers: `streaming` (the engine's defaults) and `whole_sentences` (each sentence decoded "
+                    f"whole, its leading silence kept: the engine before). {r['repeats']} repeats, alternating. Load: "
+                    f"{r.get('load')}.",
+                    table(
+                        [
+                            "engine",
+                            "bidi first audio",
+                            "of which: first piece cut → its first audio",
+                            "batch first audio",
+                            "batch / bidi (median of paired)",
+                        ],
+                        rows,
+                    ),
+                    "Bidi's first audio is the time until the chunker cuts the first piece (the text's pace: "
+                    "the same for both engines) plus that piece's synthesis to first audio; batch waits for the "
+                    "whole text. So the ratio's ceiling at this pace is (text end + synthesis) / first-piece cut.",
+                    command(r),
+                ]
+            )
+        )
+
+    def first_clause(self, r: Json) -> None:
+        settings = r["settings"]
+        cells = ", ".join(
+            f"{name}: {ms(med(row['first_audio_ms']))} / WER {row['wer_mean'] * 100:.1f}%"
+            for name, row in settings.items()
+        )
+        self.head(
+            [
+                f"11. Fast first clause: first_clause_min_words 3 / 4 / none over {r['replies']} agent replies",
+                "before: 4 words (not measured)",
+                "choose by first audio and WER",
+                cells,
+                "measured",
+            ]
+        )
+        rows = [
+            [
+                f"`{name}`",
+                f"{row['replies_cut_at_a_clause']}/{r['replies']}",
+                ms(med(row["first_audio_ms"])),
+                ms(p95(row["first_audio_ms"])),
+                ms(med(row["first_piece_ms"])),
+                f"{row['wer_mean'] * 100:.2f}%",
+            ]
+            for name, row in settings.items()
+        ]
+        paired = [
+            [key, times(value["median_of_paired"]), times(value["median_where_cut"]), str(value["replies_cut"])]
+            for key, value in r["first_audio_none_over_setting"].items()
+        ]
+        self.sections.append(
+            "\n\n".join(
+                [
+                    "## 11. The chunker's fast first clause: 3 vs 4 words vs none",
+                    f"{r['replies']} agent replies written for this project (src/voicestream/data/agent_replies.json), "
+                    f"each spoken by `run_bidi` from the replay source at {r['pace']} over one session to the "
+                    "in-process server, once per setting (rotated). First audio and the first piece's cut on the "
+                    "speak function's clock; WER of the whole reply by Whisper tiny.en, numbers spelled out.",
+                    table(["setting", "replies cut", "first audio median", "p95", "first piece cut", "WER"], rows),
+                    table(["ratio", "median of paired", "median where the setting cut", "replies cut"], paired),
+                    command(r),
+                ]
+            )
+        )
+
+    def engine_word_timings(self, r: Json) -> None:
+        overall = r["start_abs_difference_ms"]
+        self.head(
+            [
+                "12. Word timings (ONNX engine) vs Whisper's: median |start difference|",
+                "not measured",
+                "≤ 80 ms",
+                f"**{ms(overall['median'])}** (p90 {ms(overall['p90'])})",
+                yes(overall["median"] <= 80),
+            ]
+        )
+        rows = [
+            [
+                name,
+                str(group["sentences"]),
+                f"{group['paired_with_whisper']}/{group['words']}",
+                ms(group["start_abs_difference_ms"]["median"]),
+                ms(group["start_abs_difference_ms"]["p90"]),
+                ms(group["end_abs_difference_ms"]["median"]),
+                ms(group["start_ours_minus_whisper_median_ms"]),
+            ]
+            for name, group in r["groups"].items()
+        ]
+        self.sections.append(
+            "\n\n".join(
+                [
+                    "## 12. Word timings of the ONNX engine",
+                    f"Rule: {r['rule']}. Compared with {r['asr']} on the same audio, word by word where both say the "
+                    "same word.",
+                    table(
+                        [
+                            "sentences",
+                            "count",
+                            "words paired",
+                            "|start diff| median",
+                            "p90",
+                            "|end diff| median",
+                            "ours − Whisper (median)",
+                        ],
+                        rows,
+                    ),
+                    command(r),
+                ]
+            )
+        )
+
     # --- the page ---------------------------------------------------------------------------
 
     def render(self) -> str:
@@ -631,6 +861,10 @@ class Report:
             ("intelligibility", self.intelligibility),
             ("engine", self.engine),
             ("pipelining", self.pipelining),
+            ("first_audio_length", self.first_audio_length),
+            ("demo_ratio", self.demo_ratio),
+            ("first_clause", self.first_clause),
+            ("engine_word_timings", self.engine_word_timings),
         ):
             self.add(name, render)
         steps = run.get("steps", [])

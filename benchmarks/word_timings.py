@@ -7,8 +7,8 @@ Each benchmark text is spoken by the real server over a bidi session that asks f
 median, p90, and the mean signed start difference (a constant offset). The goal (issue 18): a
 median |start difference| of at most 80 ms.
 
-An engine that sends no word timings (the int8 ONNX engine until its split graph with the
-duration output lands) is reported as such, and the script exits with status 2.
+An engine that sends no word timings (a voice whose language has no word alignment) is
+reported as such, and the script exits with status 2.
 
     .venv/bin/python benchmarks/word_timings.py [--url http://host:port]    # e.g. a torch server
 """

@@ -90,6 +90,14 @@ _SENTENCE_OPENERS: Final = frozenset({
 # fmt: on
 
 
+# The fast first clause's default: the first piece may end at a clause mark once it holds this
+# many words. Chosen by benchmarks/first_clause.py over 32 agent replies (3 vs 4 vs none): 3 cut
+# 12 replies (4 cut 9), first audio median 783 ms vs 784 ms (4) and 919 ms (none), WER 2.7% vs
+# 2.8% and 2.9%; the openers only 3 catches ("Thanks for holding,", "Just to confirm,") are
+# what agents say first.
+FIRST_CLAUSE_MIN_WORDS: Final = 3
+
+
 class _Verdict(enum.Enum):
     CUT = enum.auto()
     NO = enum.auto()
@@ -131,7 +139,7 @@ def _core(token: str) -> str:
 class SentenceChunker:
     """Feed LLM text fragments in; get speakable pieces out as soon as they are certain."""
 
-    first_clause_min_words: int | None = 4
+    first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS
     max_chars: int = 300
     _buffer: str = field(default="", init=False, repr=False)
     _pieces: int = field(default=0, init=False, repr=False)  # pieces emitted in this reply

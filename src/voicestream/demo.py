@@ -79,12 +79,12 @@ def run_demo(
         except ServerStartError as error:
             print(f"voicestream demo: {error}")
             return 2
-        speak_url = stack.enter_context(_local_speak_app(bidi_url(kokoro_http)))
+        speak_url = stack.enter_context(local_speak_app(bidi_url(kokoro_http)))
         print(f"text source:  replay of the {len(text.split())}-word agent reply, {_describe(PACE, text)}")
         print(f"speech:       Kokoro-82M, {where}")
         print(f"speak app:    POST {speak_url}/speak (binary transport), {repeats} run(s) per mode, medians\n")
         try:
-            runs = asyncio.run(_measure(speak_url, text, repeats))
+            runs = asyncio.run(measure_runs(speak_url, text, repeats))
         except DemoError as error:
             print(f"voicestream demo: {error}")
             return 1
@@ -104,7 +104,9 @@ def _describe(pace: Pace, text: str) -> str:
     )
 
 
-async def _measure(speak_url: str, text: str, repeats: int) -> list[Run]:
+async def measure_runs(speak_url: str, text: str, repeats: int) -> list[Run]:
+    """The demo's measurement (benchmarks/demo_ratio.py runs it too): a warm-up per mode, then
+    `repeats` runs per mode, alternating which goes first."""
     pace = {"first_token_ms": PACE.first_token_s * 1000, "tokens_per_s": PACE.tokens_per_s}
     async with httpx.AsyncClient(timeout=httpx.Timeout(600, connect=10)) as client:
         for mode in ("bidi", "batch"):  # warm-up: connections, caches, the first-call costs
@@ -198,7 +200,8 @@ def _local_kokoro(backend: Backend | None, model_dir: Path | None, threads: int 
 
 
 @contextlib.contextmanager
-def _local_speak_app(kokoro_ws_url: str) -> Iterator[str]:
+def local_speak_app(kokoro_ws_url: str) -> Iterator[str]:
+    """The speak app on a free port of 127.0.0.1, talking to the Kokoro server at `kokoro_ws_url`."""
     from voicestream.speak.app import create_app
     from voicestream.speak.config import SpeakConfig
 

@@ -28,6 +28,10 @@ BACKENDS: Final[tuple[Backend, ...]] = get_args(Backend)
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 DEVICES: Final = ("cpu", "cuda")
 
+# VOICESTREAM_DECODER_WINDOWS: (first frames, growth factor, largest frames), or "off".
+WindowSizes = tuple[int, float, int]
+DecoderWindows = WindowSizes | Literal["off"]
+
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8080
 
@@ -38,6 +42,10 @@ VARIABLES: Final[dict[str, str]] = {
     "at 503 with the reason instead of running on the CPU (the template sets it per instance type)",
     "VOICESTREAM_MODEL_DIR": "model files (default: $XDG_CACHE_HOME/voicestream/kokoro-82m; the image: /opt/ml/model)",
     "VOICESTREAM_THREADS": "inference threads per synthesis (default: min(cores, 4))",
+    "VOICESTREAM_DERIVED_DIR": "where the onnx backend keeps the graphs it derives from the model (default: derived/ "
+    "in the model directory when writable or already holding them, else $XDG_CACHE_HOME/voicestream/derived/)",
+    "VOICESTREAM_DECODER_WINDOWS": "onnx backend: decoder windows in frames of 25 ms, `first,growth,largest` (default "
+    "12,1.5,96), or off (each sentence decoded whole: first audio waits for the whole sentence)",
     "VOICESTREAM_SYNTH_WORKERS": "syntheses that run at once across all sessions (default 2)",
     "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
     "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
@@ -186,6 +194,8 @@ class ServerSettings:
     # None: the backend chooses (torch takes CUDA when it can). "cuda": no GPU means no service
     # (/ping stays 503 and the log says why) rather than a silent fall back to the CPU.
     device: str | None = None
+    derived_dir: Path | None = None  # None: the engine's default (beside the model, else the cache)
+    decoder_windows: DecoderWindows | None = None  # None: the engine's default plan
 
     def __post_init__(self) -> None:
         if self.device is not None and self.device.split(":", 1)[0] not in DEVICES:
@@ -212,7 +222,30 @@ def server_settings(env: Env | None = None) -> ServerSettings:
         synth_workers=2 if workers is None else workers,
         log_level=level,  # type: ignore[arg-type]  # checked above
         device=(env.text("VOICESTREAM_DEVICE") or "").lower() or None,
+        derived_dir=env.path("VOICESTREAM_DERIVED_DIR"),
+        decoder_windows=decoder_windows(env),
     )
+
+
+def decoder_windows(env: Env | None = None) -> DecoderWindows | None:
+    """VOICESTREAM_DECODER_WINDOWS: None when unset, "off", or (first, growth, largest)."""
+    name = "VOICESTREAM_DECODER_WINDOWS"
+    raw = (env or Env()).text(name)
+    if raw is None:
+        return None
+    if raw.lower() == "off":
+        return "off"
+    parts = [part.strip() for part in raw.split(",")]
+    usage = f"{name}={raw!r}: use off, or first,growth,largest (frames of 25 ms, e.g. 12,1.5,96)"
+    if len(parts) != 3:
+        raise ConfigError(usage)
+    try:
+        first, growth, largest = int(parts[0]), float(parts[1]), int(parts[2])
+    except ValueError:
+        raise ConfigError(usage) from None
+    if first < 1 or largest < first or not (math.isfinite(growth) and growth >= 1.0):
+        raise ConfigError(f"{usage}; need 1 <= first <= largest and growth >= 1")
+    return first, growth, largest
 
 
 def child_environment(defaults: Mapping[str, str]) -> dict[str, str]:

@@ -1,9 +1,5 @@
 """Word timings from the real engine against Whisper's word timestamps, on the benchmark texts:
 the median |start difference| of the words both agree on is at most 80 ms.
-
-WAITING ON THE ONNX ENGINE: its word timings come from the duration output of the split graph
-(issue 15's branch). Until that merges the int8 engine sends no `words` frames, so this test is
-a strict xfail: it fails loudly (XPASS) the day the engine times words, and the marker must go.
 The aligner itself is tested in tests/unit/test_word_alignment.py; benchmarks/word_timings.py
 records the same numbers.
 """
@@ -35,7 +31,6 @@ async def timed_speech(server: LiveServer, text: str) -> tuple[bytes, list[tuple
     return bytes(audio), words
 
 
-@pytest.mark.xfail(strict=True, reason="the ONNX engine times words once issue 15's split graph merges")
 @pytest.mark.parametrize("name", ["paragraph_4_sentences", "agent_reply_6_sentences"])
 async def test_word_starts_agree_with_whisper(kokoro_server: LiveServer, asr: ModuleType, name: str) -> None:
     text = bench_texts()[name]

@@ -27,11 +27,19 @@ def test_first_window_is_small_later_ones_grow_to_the_cap() -> None:
 
 
 def test_context_is_added_on_both_sides_and_clipped_at_the_sentence_ends() -> None:
-    windows = plan_windows(100, WindowPlan(first=10, growth=2.0, largest=40, context=14, crossfade=2))
-    assert windows[0] == Window(0, 10, 0, 24)
-    assert windows[1] == Window(10, 30, 0, 44)
-    assert windows[2] == Window(30, 70, 16, 84)
-    assert windows[-1].span_end == 100
+    plan = WindowPlan(first=10, growth=2.0, largest=40, context=6, frontend_context=10, crossfade=2)
+    windows = plan_windows(100, plan)
+    assert windows[0] == Window(0, 10, 0, 16, 0, 26)
+    assert windows[1] == Window(10, 30, 4, 36, 0, 46)
+    assert windows[2] == Window(30, 70, 24, 76, 14, 86)
+    assert windows[-1].span_end == windows[-1].frontend_end == 100
+
+
+def test_a_window_without_frontend_span_computes_its_span_in_both_stages() -> None:
+    window = Window(10, 20, 4, 26)
+    assert (window.frontend_start, window.frontend_end) == (4, 26)
+    with pytest.raises(ValueError, match="inconsistent"):
+        Window(10, 20, 4, 26, 6, 26)  # the frontend must cover the generator's span
 
 
 def test_a_last_sliver_smaller_than_the_first_window_joins_the_window_before() -> None:
@@ -54,13 +62,22 @@ def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
     context=st.integers(0, 20),
 )
 def test_cores_tile_the_sentence_exactly_once(total: int, first: int, growth: float, extra: int, context: int) -> None:
-    plan = WindowPlan(first=first, growth=growth, largest=first + extra, context=context, crossfade=min(2, context))
+    plan = WindowPlan(
+        first=first,
+        growth=growth,
+        largest=first + extra,
+        context=context,
+        frontend_context=20 - context,
+        crossfade=min(2, context),
+    )
     windows = plan_windows(total, plan)
     covered = np.zeros(total, dtype=int)
     for window in windows:
         covered[window.start : window.end] += 1
         assert window.span_start == max(0, window.start - context)
         assert window.span_end == min(total, window.end + context)
+        assert window.frontend_start == max(0, window.start - 20)
+        assert window.frontend_end == min(total, window.end + 20)
     assert covered.tolist() == [1] * total
     assert [w.start for w in windows[1:]] == [w.end for w in windows[:-1]]
 
@@ -110,7 +127,14 @@ def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "options", [{"first": 0}, {"first": 20, "largest": 10}, {"growth": 0.5}, {"context": 1, "crossfade": 2}]
+    "options",
+    [
+        {"first": 0},
+        {"first": 20, "largest": 10},
+        {"growth": 0.5},
+        {"context": 1, "crossfade": 2},
+        {"frontend_context": -1},
+    ],
 )
 def test_impossible_plans_are_refused(options: dict[str, float]) -> None:
     with pytest.raises(ValueError):

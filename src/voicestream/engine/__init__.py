@@ -13,7 +13,7 @@ from voicestream.engine.base import (
     WordTiming,
 )
 from voicestream.engine.encoders import to_pcm16
-from voicestream.env import BACKENDS, Backend
+from voicestream.env import BACKENDS, Backend, DecoderWindows
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 __all__ = [
@@ -34,18 +34,26 @@ __all__ = [
 
 
 def create_engine(
-    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, device: str | None = None
+    backend: Backend = "onnx",
+    model_dir: Path | None = None,
+    threads: int | None = None,
+    device: str | None = None,
+    *,
+    derived_dir: Path | None = None,
+    decoder_windows: DecoderWindows | None = None,
 ) -> SpeechEngine:
     """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
     `threads` None: the engine's default. `device` None lets the backend choose (torch: CUDA when
     available); "cuda" makes loading fail when CUDA is not usable, instead of quietly running on
-    the CPU."""
+    the CPU. `derived_dir` and `decoder_windows` (onnx): where derived graphs live, and the
+    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults."""
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
-        from voicestream.engine.onnx import OnnxEngine
+        from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine, window_plan
 
-        return OnnxEngine(model_dir=model_dir, threads=threads)
+        plan = DEFAULT_WINDOWS if decoder_windows is None else window_plan(decoder_windows)
+        return OnnxEngine(model_dir=model_dir, threads=threads, decoder_windows=plan, derived_dir=derived_dir)
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch import TorchEngine

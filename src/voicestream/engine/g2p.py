@@ -8,7 +8,9 @@ and Chinese need misaki's extra dependencies, which this install does not carry.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from voicestream.engine.base import UnsupportedLanguageError
 
@@ -22,6 +24,78 @@ ESPEAK_LANGUAGES = {"es": "es", "fr-fr": "fr-fr", "hi": "hi", "it": "it", "pt-br
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
 
 
+@dataclass(frozen=True, slots=True)
+class SpokenWord:
+    """A word of the text and where its phonemes are: [start, end) in a phoneme string."""
+
+    text: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Phonemes:
+    """A phoneme string and its words (empty when the G2P does not align words: espeak languages)."""
+
+    text: str
+    words: tuple[SpokenWord, ...] = ()
+
+    def pieces(self, limit: int = MAX_PHONEMES) -> list[Phonemes]:
+        """`split_phonemes` of the text, each piece with the words that start in it (positions
+        re-based to the piece; a word cut by a hard cut ends with its piece)."""
+        pieces: list[Phonemes] = []
+        cursor = 0
+        for piece in split_phonemes(self.text, limit):
+            offset = self.text.index(piece, cursor)  # pieces are stripped substrings, in order
+            cursor = offset + len(piece)
+            words = tuple(
+                SpokenWord(word.text, word.start - offset, min(word.end, cursor) - offset)
+                for word in self.words
+                if offset <= word.start < cursor
+            )
+            pieces.append(Phonemes(piece, words))
+        return pieces
+
+
+def align_words(tokens: Sequence[Any], unknown: str = "❓") -> Phonemes:
+    """The phoneme string misaki builds from its tokens, with each word's span in it.
+
+    misaki joins `(phonemes or its unknown mark) + whitespace` over its tokens. A word is a token
+    whose text holds a letter or digit; a token that speaks nothing ("$" before "5") joins the
+    word it touches ("$5"). Punctuation tokens are not words (their phonemes are pauses).
+    """
+    parts: list[str] = []
+    words: list[SpokenWord] = []
+    position = 0
+    prefix = ""
+    touching_previous = False  # the previous token had no whitespace after it
+    for token in tokens:
+        phonemes = unknown if token.phonemes is None else str(token.phonemes)
+        text = str(token.text)
+        if any(ch.isalnum() for ch in text) or (not phonemes and text.strip()):
+            if not phonemes:
+                if touching_previous and words:
+                    last = words[-1]
+                    words[-1] = SpokenWord(last.text + text, last.start, last.end)
+                else:
+                    prefix += text
+            else:
+                words.append(SpokenWord(prefix + text, position, position + len(phonemes)))
+                prefix = ""
+        parts.append(phonemes + str(token.whitespace))
+        position += len(phonemes) + len(str(token.whitespace))
+        touching_previous = not token.whitespace
+    joined = "".join(parts)
+    stripped = joined.strip()
+    shift = len(joined) - len(joined.lstrip())
+    spans = tuple(
+        SpokenWord(word.text, word.start - shift, min(word.end - shift, len(stripped)))
+        for word in words
+        if word.start - shift >= 0 and word.end > word.start
+    )
+    return Phonemes(stripped, spans)
+
+
 class G2P:
     """Thread-safe, lazily built phonemizers per language.
 
@@ -31,29 +105,35 @@ class G2P:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._phonemizers: dict[str, Callable[[str], str]] = {}
+        self._phonemizers: dict[str, Callable[[str], Phonemes]] = {}
 
     def phonemize(self, text: str, language: str) -> str:
+        return self.phonemize_words(text, language).text
+
+    def phonemize_words(self, text: str, language: str) -> Phonemes:
+        """The phonemes of `text` and, for English, where each word's phonemes are."""
         with self._lock:
             phonemizer = self._phonemizers.get(language)
             if phonemizer is None:
                 phonemizer = self._phonemizers[language] = _build(language)
-            return phonemizer(text).strip()
+            return phonemizer(text)
 
     def warm(self, language: str = "en-us") -> None:
         self.phonemize("Hello.", language)
 
 
-def _build(language: str) -> Callable[[str], str]:
+def _build(language: str) -> Callable[[str], Phonemes]:
     if language in ("en-us", "en-gb"):
         from misaki import en, espeak
 
         british = language == "en-gb"
         english = en.G2P(trf=False, british=british, fallback=espeak.EspeakFallback(british=british))
 
-        def english_phonemes(text: str) -> str:
-            phonemes, _tokens = english(text)
-            return str(phonemes)
+        def english_phonemes(text: str) -> Phonemes:
+            phonemes, tokens = english(text)
+            aligned = align_words(tokens, english.unk)
+            # Words only when the alignment rebuilds misaki's own string (a future misaki may differ).
+            return aligned if aligned.text == str(phonemes).strip() else Phonemes(str(phonemes).strip())
 
         return english_phonemes
     if language in ESPEAK_LANGUAGES:
@@ -61,9 +141,9 @@ def _build(language: str) -> Callable[[str], str]:
 
         other = espeak.EspeakG2P(language=ESPEAK_LANGUAGES[language])
 
-        def espeak_phonemes(text: str) -> str:
+        def espeak_phonemes(text: str) -> Phonemes:
             phonemes, _ = other(text)
-            return str(phonemes)
+            return Phonemes(str(phonemes).strip())
 
         return espeak_phonemes
     raise UnsupportedLanguageError(

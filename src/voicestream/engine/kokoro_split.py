@@ -1,12 +1,15 @@
-"""Kokoro-82M's int8 ONNX graph cut in two, so the decoder can run over windows of a sentence.
+"""Kokoro-82M's int8 ONNX graph cut in three, so the decoder can run over windows of a sentence.
 
-Part 1, the *encoder* graph, runs once per sentence: tokens, style, speed -> everything the
-decoder needs for the whole sentence. Part 2, the *decoder* graph (the iSTFTNet generator and
-the blocks before it, ~95% of the compute), runs over any window of frames. Both are cut out of
-the shipped graph with onnx's extractor, unchanged node for node: decoding all frames in one
-window gives the original model's samples exactly (checked when they are derived).
+The *encoder* graph runs once per sentence: tokens, style, speed -> everything the decoder needs
+for the whole sentence. The decoder (~95% of the compute) is cut once more, where its cost and
+its reach change: the *frontend* (the frame-rate AdaIN blocks before the iSTFTNet generator:
+~3% of the decoder's time, but 10 frames of reach on each side) and the *generator* (~97% of
+the time, 6 frames of reach). Each runs over any window of frames, with its own context, so
+the expensive part recomputes 12 frames per seam instead of 32. All three are cut out of the
+shipped graph with onnx's extractor, unchanged node for node: running them over one window of
+all frames gives the original model's samples exactly (checked when they are derived).
 
-Where the cut is (tensor names of kokoro-v1.0.int8.onnx), and why there:
+Where the cuts are (tensor names of kokoro-v1.0.int8.onnx), and why there:
 - `/encoder/MatMul_1_output_0` -> `asr` [1, 512, frames]: text features aligned to frames
   (text encoder output @ the duration alignment matrix).
 - `/encoder/Reshape_output_0` -> `f0`, `/encoder/Reshape_1_output_0` -> `energy`
@@ -16,39 +19,49 @@ Where the cut is (tensor names of kokoro-v1.0.int8.onnx), and why there:
   the harmonic source's phase for the 9 harmonics, *after* its cumulative sum over the whole
   sentence, at two points per frame. The source integrates phase over time; cutting after the
   CumSum keeps it continuous across windows, while the per-sample parts (upsampling x300, sine,
-  the source's STFT) stay in the decoder: they are local and would make part 1 grow with the
-  audio's length (the STFT alone was half of part 1's time when it sat there).
+  the source's STFT) stay in the generator: they are local and would make the encoder grow
+  with the audio's length (the STFT alone was half of the encoder's time when it sat there).
 - `/encoder/Cast_output_0` -> `durations` int64 [1, tokens+2]: frames per input token (after
   the graph's division by speed, rounding and clamp to >= 1), for word timings.
+- `/decoder/decoder/decode.3/Div_4_output_0` -> `hidden` [1, 512, 2*frames]: the last
+  frame-rate block's output, the generator's input (with f0, phase and the style).
 
-One frame is 600 samples (25 ms at 24 kHz). The decoder's receptive field is 16 frames each
-side (measured: with the whole sentence's normalisation statistics fed in, windows with 14
-context frames reproduce the whole-sentence samples exactly; see docs/engine.md).
+One frame is 600 samples (25 ms at 24 kHz). The receptive fields (frames each side) were
+measured with each stage's whole-sentence normalisation statistics fed in
+(tests/support/oracle_decoder.py): frontend 10 (8 leaves 42 dB), generator 6 (5 leaves 51 dB,
+4 leaves 34 dB); see docs/engine.md.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from voicestream.engine.assets import AssetError
-from voicestream.engine.derived import ensure_derived
+from voicestream.engine.derived import ensure_derived, stale_reason
 
 if TYPE_CHECKING:
     from onnx import ModelProto, ValueInfoProto
 
-# Bump when the derivation below changes: derived files of another version are re-derived.
-DERIVATION_VERSION = 1
+# Bump when the derivation below changes: derived files of another version are re-derived
+# (each version lives in a folder of its own, so engines of two versions can share a cache).
+DERIVATION_VERSION = 2
 ENCODER_FILE = "kokoro-encoder.int8.onnx"
-DECODER_FILE = "kokoro-decoder.int8.onnx"
-DERIVED_FILES = (ENCODER_FILE, DECODER_FILE)
+FRONTEND_FILE = "kokoro-frontend.int8.onnx"
+GENERATOR_FILE = "kokoro-generator.int8.onnx"
+DERIVED_FILES = (ENCODER_FILE, FRONTEND_FILE, GENERATOR_FILE)
 
 SAMPLES_PER_FRAME = 600
 HARMONICS = 9
-RECEPTIVE_FIELD_FRAMES = 16
+HIDDEN_CHANNELS = 512
+# Frames each side that a window's core depends on (measured, see the module docstring).
+FRONTEND_RECEPTIVE_FIELD = 10
+GENERATOR_RECEPTIVE_FIELD = 6
+RECEPTIVE_FIELD_FRAMES = FRONTEND_RECEPTIVE_FIELD + GENERATOR_RECEPTIVE_FIELD
 
 # Friendly name -> tensor of the source graph, in the decoder's input order.
 DECODER_INPUTS: dict[str, str] = {
@@ -60,7 +73,15 @@ DECODER_INPUTS: dict[str, str] = {
 }
 DURATIONS = ("durations", "/encoder/Cast_output_0")
 ENCODER_OUTPUTS: dict[str, str] = {**DECODER_INPUTS, DURATIONS[0]: DURATIONS[1]}
-# Shapes of the friendly tensors ("frames" = asr frames; f0/energy/phase have two points per frame).
+HIDDEN = ("hidden", "/decoder/decoder/decode.3/Div_4_output_0")
+FRONTEND_INPUTS: dict[str, str] = {name: DECODER_INPUTS[name] for name in ("asr", "f0", "energy", "decoder_style")}
+GENERATOR_INPUTS: dict[str, str] = {
+    HIDDEN[0]: HIDDEN[1],
+    "f0": DECODER_INPUTS["f0"],
+    "phase": DECODER_INPUTS["phase"],
+    "decoder_style": DECODER_INPUTS["decoder_style"],
+}
+# Shapes of the friendly tensors ("frames" = asr frames; the others have two points per frame).
 SHAPES: dict[str, list[int | str]] = {
     "asr": [1, 512, "frames"],
     "f0": [1, "points"],
@@ -68,23 +89,60 @@ SHAPES: dict[str, list[int | str]] = {
     "decoder_style": [1, 128],
     "phase": [1, HARMONICS, "points"],
     "durations": [1, "tokens"],
+    "hidden": [1, HIDDEN_CHANNELS, "points"],
 }
 
 
 @dataclass(frozen=True, slots=True)
 class SplitGraphs:
     encoder: Path
-    decoder: Path
+    frontend: Path
+    generator: Path
+
+
+def derived_folder(directory: Path) -> Path:
+    """Where this derivation version's files live inside a derived-files directory."""
+    return directory / f"kokoro-split-v{DERIVATION_VERSION}"
+
+
+def choose_derived_dir(model_dir: Path, source_sha256: str, cache: Path) -> Path:
+    """Where to keep the derived graphs when no directory is configured: `derived/` beside the
+    model when it already holds them or can be written, else a folder of voicestream's cache
+    (`cache`) named after the source (a read-only model mount, e.g. SageMaker's /opt/ml/model)."""
+    beside = model_dir / "derived"
+    if stale_reason(derived_folder(beside), source_sha256, DERIVATION_VERSION, DERIVED_FILES) is None:
+        return beside
+    if _writable(beside):
+        return beside
+    return cache / "derived" / source_sha256[:16]
+
+
+def _writable(directory: Path) -> bool:
+    """Can files be created in `directory` (or, when it does not exist, can it be created)? Tried,
+    not inferred from permission bits: root passes those, not a read-only mount."""
+    existing = directory
+    while not existing.exists():
+        if existing.parent == existing:
+            return False
+        existing = existing.parent
+    if not existing.is_dir():
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            return True
+    except OSError:
+        return False
 
 
 def split_graphs(source: Path, source_sha256: str, directory: Path) -> SplitGraphs:
-    """The verified encoder/decoder graphs for `source` in `directory`, derived now if stale."""
-    ensure_derived(directory, source_sha256, DERIVATION_VERSION, DERIVED_FILES, lambda out: derive(source, out))
-    return SplitGraphs(directory / ENCODER_FILE, directory / DECODER_FILE)
+    """The verified graphs for `source` under `directory`, derived now if missing or stale."""
+    folder = derived_folder(directory)
+    ensure_derived(folder, source_sha256, DERIVATION_VERSION, DERIVED_FILES, lambda out: derive(source, out))
+    return SplitGraphs(folder / ENCODER_FILE, folder / FRONTEND_FILE, folder / GENERATOR_FILE)
 
 
 def derive(source: Path, out: Path) -> list[str]:
-    """Cut `source` into the two graphs under `out`, and prove that together they are the source."""
+    """Cut `source` into the three graphs under `out`, and prove that together they are the source."""
     import onnx
     import onnx.utils
 
@@ -92,14 +150,17 @@ def derive(source: Path, out: Path) -> list[str]:
     extractor = onnx.utils.Extractor(model)
     encoder = extractor.extract_model(["tokens", "style", "speed"], list(ENCODER_OUTPUTS.values()))
     _rename_outputs(encoder, ENCODER_OUTPUTS)
-    decoder = extractor.extract_model(list(DECODER_INPUTS.values()), ["audio"])
-    _rename_inputs(decoder, DECODER_INPUTS)
-    for graph_model in (encoder, decoder):
-        graph_model.graph.name = f"{model.graph.name or 'kokoro'} split v{DERIVATION_VERSION}"
+    frontend = extractor.extract_model(list(FRONTEND_INPUTS.values()), [HIDDEN[1]])
+    _rename_inputs(frontend, FRONTEND_INPUTS)
+    _rename_outputs(frontend, dict([HIDDEN]))
+    generator = extractor.extract_model(list(GENERATOR_INPUTS.values()), ["audio"])
+    _rename_inputs(generator, GENERATOR_INPUTS)
+    graphs = {ENCODER_FILE: encoder, FRONTEND_FILE: frontend, GENERATOR_FILE: generator}
+    for name, graph_model in graphs.items():
+        graph_model.graph.name = f"{model.graph.name or 'kokoro'} split v{DERIVATION_VERSION} {name}"
         onnx.checker.check_model(graph_model)
-    onnx.save(encoder, str(out / ENCODER_FILE))
-    onnx.save(decoder, str(out / DECODER_FILE))
-    _prove_equivalent(source, out / ENCODER_FILE, out / DECODER_FILE)
+        onnx.save(graph_model, str(out / name))
+    _prove_equivalent(source, SplitGraphs(out / ENCODER_FILE, out / FRONTEND_FILE, out / GENERATOR_FILE))
     return list(DERIVED_FILES)
 
 
@@ -135,21 +196,27 @@ def _rename_inputs(model: ModelProto, names: dict[str, str]) -> None:
         graph.input.append(_value_info(friendly, TensorProto.FLOAT))
 
 
-def _prove_equivalent(source: Path, encoder: Path, decoder: Path) -> None:
-    """The two graphs over one whole-sentence window must give the source's samples exactly."""
+def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
+    """The three graphs over one whole-sentence window must give the source's samples exactly."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     providers = ["CPUExecutionProvider"]
+
+    def run(path: Path, inputs: dict[str, Any]) -> list[Any]:
+        outputs: list[Any] = onnxruntime.InferenceSession(str(path), options, providers=providers).run(None, inputs)
+        return outputs
+
     tokens = np.array([[0, 50, 83, 54, 156, 57, 135, 16, 0]], dtype=np.int64)  # a few phonemes
     style = (np.sin(np.arange(256, dtype=np.float32)) * 0.2).reshape(1, 256)
     inputs = {"tokens": tokens, "style": style, "speed": np.array([1.0], dtype=np.float32)}
-    (expected,) = onnxruntime.InferenceSession(str(source), options, providers=providers).run(None, inputs)
-    encoded = onnxruntime.InferenceSession(str(encoder), options, providers=providers).run(None, inputs)
-    features = dict(zip(ENCODER_OUTPUTS, encoded, strict=True))
-    decoder_inputs = {name: features[name] for name in DECODER_INPUTS}
-    (audio,) = onnxruntime.InferenceSession(str(decoder), options, providers=providers).run(None, decoder_inputs)
+    (expected,) = run(source, inputs)
+    features = dict(zip(ENCODER_OUTPUTS, run(graphs.encoder, inputs), strict=True))
+    (hidden,) = run(graphs.frontend, {name: features[name] for name in FRONTEND_INPUTS})
+    (audio,) = run(
+        graphs.generator, {HIDDEN[0]: hidden, **{name: features[name] for name in GENERATOR_INPUTS if name in features}}
+    )
     frames = int(features["durations"].sum())
-    if audio.shape != expected.shape or not np.array_equal(audio, expected) or len(audio) != frames * 600:
+    if audio.shape != expected.shape or not np.array_equal(audio, expected) or len(audio) != frames * SAMPLES_PER_FRAME:
         raise AssetError(f"the split graphs of {source.name} do not reproduce it: derivation bug, please report")

@@ -4,14 +4,18 @@ The graph takes `tokens` int64 [1, N+2] (phoneme ids wrapped in pad 0s), `style`
 [1, 256] (the voice's row N-1: Kokoro voices hold one style vector per input length) and
 `speed` float32 [1]; it returns float32 audio at 24 kHz.
 
-The graph runs as two derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
-encoder runs once, then the decoder runs over windows of frames (windows.py), each window's
-audio yielded as soon as it is computed, so first audio does not wait for the whole sentence.
-`decoder_windows=None` decodes each piece in one window: the original graph's samples exactly.
+The graph runs as three derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
+encoder runs once (a long piece's head first: lookahead.py), then the decoder's frontend and
+generator run over windows of frames (windows.py), each window's audio yielded as soon as it is
+computed, with the words that start in it (word_timings.py), so first audio waits neither for
+the whole sentence's decoding nor for its encoding. The leading pad's silence is cut to
+`lead_in_frames`. `decoder_windows=None, lead_in_frames=None` gives the original graph's samples
+exactly. docs/engine.md has the design and its measurements.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -21,17 +25,33 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from voicestream import env
 from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
-from voicestream.engine.g2p import G2P, split_phonemes
-from voicestream.engine.kokoro_split import split_graphs
-from voicestream.engine.split_runtime import SplitKokoro
+from voicestream.engine.g2p import G2P, Phonemes
+from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
+from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
+from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
 from voicestream.engine.windows import WindowPlan
+from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.env import DecoderWindows
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
 DEFAULT_WINDOWS = WindowPlan()
+DEFAULT_LOOKAHEAD = LookaheadPlan()
+# Frames (25 ms) of the leading pad's silence kept before a piece's first phoneme: speech starts
+# that much after the first sample (Kokoro's ~0.3-0.45 s lead-in is otherwise heard as latency).
+DEFAULT_LEAD_IN_FRAMES = 4
+
+
+def window_plan(setting: DecoderWindows) -> WindowPlan | None:
+    """The plan a VOICESTREAM_DECODER_WINDOWS setting names ("off": None, whole sentences)."""
+    if setting == "off":
+        return None
+    first, growth, largest = setting
+    return dataclasses.replace(DEFAULT_WINDOWS, first=first, growth=growth, largest=largest)
 
 
 def default_threads() -> int:
@@ -49,14 +69,24 @@ class OnnxEngine(SpeechEngine):
         *,
         decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
         derived_dir: Path | None = None,
+        spinning: bool = False,
+        lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD,
+        lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES,
     ) -> None:
         """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
-        are derived (default: `derived/` in the model directory)."""
+        are derived (default: `derived/` beside the model when it holds them or is writable, else
+        voicestream's cache). `spinning`: onnxruntime's busy-waiting threads (split_runtime.py).
+        `lookahead`: how a long piece's head is encoded first (lookahead.py); None: never.
+        `lead_in_frames`: frames of the leading silence kept before a piece's first phoneme;
+        None: all of it (the original graph's samples, with `decoder_windows=None`)."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
         self.decoder_windows = decoder_windows
         self.derived_dir = derived_dir
+        self.spinning = spinning
+        self.lookahead = lookahead
+        self.lead_in_frames = lead_in_frames
         self._g2p = G2P()
         self._voice_cache: dict[str, VoiceArray] = {}
         self._voice_lock = threading.Lock()
@@ -74,9 +104,11 @@ class OnnxEngine(SpeechEngine):
     def _load(self) -> None:
         # The model and config are verified now; voices are verified as each is first used.
         assets = onnx_assets(self.model_dir, voices=())
-        derived_dir = self.derived_dir or assets.model.parent / "derived"
-        graphs = split_graphs(assets.model, manifest()["onnx_model"]["sha256"], derived_dir)
-        self._split = SplitKokoro(graphs, self.threads)
+        source_sha256 = manifest()["onnx_model"]["sha256"]
+        derived_dir = self.derived_dir or choose_derived_dir(assets.model.parent, source_sha256, env.cache_dir())
+        graphs = split_graphs(assets.model, source_sha256, derived_dir)
+        self.derived_dir = derived_dir
+        self._split = SplitKokoro(graphs, self.threads, spinning=self.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
@@ -106,19 +138,55 @@ class OnnxEngine(SpeechEngine):
 
     def phonemes(self, text: str, voice: str) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
+        return [piece.text for piece in self.phoneme_pieces(text, voice)]
+
+    def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
+        """The pieces with their words (English voices; other languages carry no words)."""
         language = parse_voice_spec(voice, self.voices()).language
-        return split_phonemes(self._g2p.phonemize(text, language))
+        return self._g2p.phonemize_words(text, language).pieces()
 
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
-        pieces = self.phonemes(text, voice)
+        pieces = self.phoneme_pieces(text, voice)
         return self._run_pieces(pieces, style_table, speed)
 
-    def _run_pieces(self, pieces: list[str], style_table: VoiceArray, speed: float) -> Iterator[AudioChunk]:
+    def _run_pieces(self, pieces: list[Phonemes], style_table: VoiceArray, speed: float) -> Iterator[AudioChunk]:
+        offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
         for piece in pieces:
-            ids = [self._vocab[p] for p in piece if p in self._vocab]
+            ids, words = tokenize(piece, self._vocab)
             if not ids:
                 continue
-            features = self.split.encode(ids, style_table[len(ids) - 1 : len(ids)], speed)
-            for samples in self.split.stream(features, self.decoder_windows):
-                yield AudioChunk(samples=samples)
+            style = style_table[len(ids) - 1 : len(ids)]
+            emitted = 0
+            for decoded in self._windows(ids, style, speed):
+                window = decoded.window
+                # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
+                start_s = offset_s - (window.start - emitted) * FRAME_S
+                timed = words_starting_in(words, decoded.features.durations, window.start, window.end, start_s)
+                emitted += window.end - window.start
+                yield AudioChunk(samples=decoded.samples, words=timed)
+            offset_s += emitted * FRAME_S
+
+    def _windows(self, ids: list[int], style: VoiceArray, speed: float) -> Iterator[DecodedWindow]:
+        """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
+        without the leading silence beyond `lead_in_frames`."""
+        split = self.split
+        plan = self.decoder_windows
+        head = head_split(ids, self.lookahead) if plan is not None else None
+        if plan is None or head is None:
+            features = split.encode(ids, style, speed)
+            return split.windows(features, plan, self._first_frame(features))
+        head_features = split.encode(ids[: head.end], style, speed)
+
+        def whole_piece() -> SentenceFeatures:
+            return join(head_features, split.encode(ids, style, speed), head.join)
+
+        join_frame = frames_before(head_features, head.join)
+        return split.windows_after_head(head_features, join_frame, whole_piece, plan, self._first_frame(head_features))
+
+    def _first_frame(self, features: SentenceFeatures) -> int:
+        """The first frame to emit: the leading pad's frames are silence (Kokoro predicts ~0.3-0.45 s
+        of it before every sentence), of which only the last `lead_in_frames` are kept."""
+        if self.lead_in_frames is None:
+            return 0
+        return max(0, int(features.durations[0, 0]) - self.lead_in_frames)

@@ -1,8 +1,8 @@
-"""The two Kokoro graphs on onnxruntime: encode a sentence once, decode it window by window."""
+"""The split Kokoro graphs on onnxruntime: encode a sentence once, decode it window by window."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import DECODER_INPUTS, ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
+from voicestream.engine.kokoro_split import ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,30 +29,61 @@ class SentenceFeatures:
     def frames(self) -> int:
         return int(self.asr.shape[2])
 
-    def window_inputs(self, window: Window) -> dict[str, npt.NDArray[np.float32]]:
-        """The decoder's inputs for the frames [span_start, span_end) of `window`."""
-        a, b = window.span_start, window.span_end
+    def frontend_inputs(self, window: Window) -> dict[str, npt.NDArray[np.float32]]:
+        """The frontend's inputs for the frames [frontend_start, frontend_end) of `window`."""
+        a, b = window.frontend_start, window.frontend_end
         return {
             "asr": self.asr[:, :, a:b],
             "f0": self.f0[:, 2 * a : 2 * b],
             "energy": self.energy[:, 2 * a : 2 * b],
             "decoder_style": self.decoder_style,
+        }
+
+    def generator_inputs(
+        self, window: Window, frontend_hidden: npt.NDArray[np.float32]
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The generator's inputs for the frames [span_start, span_end) of `window`, given the
+        frontend's output over the window's frontend span."""
+        a, b = window.span_start, window.span_end
+        offset = window.span_start - window.frontend_start
+        return {
+            "hidden": frontend_hidden[:, :, 2 * offset : 2 * (offset + b - a)],
+            "f0": self.f0[:, 2 * a : 2 * b],
             "phase": self.phase[:, :, 2 * a : 2 * b],
+            "decoder_style": self.decoder_style,
         }
 
 
-class SplitKokoro:
-    """Sessions over the derived encoder and decoder graphs; safe to use from several threads."""
+@dataclass(frozen=True, slots=True)
+class DecodedWindow:
+    """A decoded window: the samples to emit now, and the features it was decoded from (their
+    durations place its words)."""
 
-    def __init__(self, graphs: SplitGraphs, threads: int) -> None:
+    window: Window
+    samples: FloatAudio
+    features: SentenceFeatures
+
+
+class SplitKokoro:
+    """Sessions over the derived encoder, frontend and generator graphs; safe to use from several
+    threads (onnxruntime sessions are)."""
+
+    def __init__(self, graphs: SplitGraphs, threads: int, *, spinning: bool = False) -> None:
+        """`spinning`: let idle inference threads busy-wait for work (onnxruntime's default). Off
+        here: a window is a short run with many parallel sections, and a spinning thread burns a
+        core that the other thread, or another synthesis, needs; on a shared 2-core machine
+        spinning made windowed decoding 20% slower than whole sentences, without it they break
+        even (docs/engine.md)."""
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         providers = ["CPUExecutionProvider"]
         self._encoder: Any = onnxruntime.InferenceSession(str(graphs.encoder), options, providers=providers)
-        self._decoder: Any = onnxruntime.InferenceSession(str(graphs.decoder), options, providers=providers)
+        self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
+        self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
@@ -61,18 +92,50 @@ class SplitKokoro:
         return SentenceFeatures(**outputs)
 
     def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
-        """The audio of the window's whole computed span (600 samples per frame)."""
-        inputs = features.window_inputs(window)
-        assert list(inputs) == list(DECODER_INPUTS)
-        (audio,) = self._decoder.run(["audio"], inputs)
+        """The audio of the window's generator span (600 samples per frame)."""
+        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window))
+        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden))
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    def stream(self, features: SentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
-        """Each window's audio as soon as it is decoded (one window when `plan` is None).
+    def stream(
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+    ) -> Generator[FloatAudio, None, None]:
+        """Each window's audio as soon as it is decoded (one window when `plan` is None)."""
+        for decoded in self.windows(features, plan, start):
+            yield decoded.samples
+
+    def windows(
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+    ) -> Generator[DecodedWindow, None, None]:
+        """Each window as soon as it is decoded (one window when `plan` is None), the audio of
+        frames [start, frames): frames before `start` (leading silence) are not emitted, and
+        with a plan not decoded either, except as the first window's left context.
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
         that stops iterating (a cancelled request) stops the work between windows.
         """
-        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0)
-        for window in plan_windows(features.frames, plan):
-            yield stitcher.push(window, self.decode(features, window))
+        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0, start)
+        for window in plan_windows(features.frames, plan, start):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(features, window)), features)
+
+    def windows_after_head(
+        self,
+        head: SentenceFeatures,
+        join_frame: int,
+        rest: Callable[[], SentenceFeatures],
+        plan: WindowPlan,
+        start: int = 0,
+    ) -> Generator[DecodedWindow, None, None]:
+        """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
+        everything they compute lies before the join, then from `rest()`'s features (called once,
+        when the first later window is asked for), one window schedule across both (lookahead.py).
+        No window sees the head's frames past the join, so the switch is an ordinary seam and the
+        join itself lies inside a window decoded from the joined features."""
+        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
+        sizes = core_sizes(plan)
+        head_end = max(start, join_frame - plan.context - plan.frontend_context)
+        for window in with_context(plan_cores(head_end, plan, start=start, sizes=sizes), join_frame, plan):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(head, window)), head)
+        joined = rest()
+        for window in with_context(plan_cores(joined.frames, plan, start=head_end, sizes=sizes), joined.frames, plan):
+            yield DecodedWindow(window, stitcher.push(window, self.decode(joined, window)), joined)

@@ -2,11 +2,13 @@
 
 A sentence of N frames is decoded in windows: a small first one (its audio is the first audio
 a listener hears) and larger later ones (fewer runs, less context recomputed). Each window's
-*core* frames are the audio it contributes; around them it computes `context` extra frames on
-each side (clipped at the sentence's ends) so that the core sees everything it depends on.
-The context's audio is dropped, except the first `crossfade` frames after a core: the next
-window's first samples fade in over them, so a seam never steps (adjacent windows normalise
-their activations over different spans, so their samples differ slightly; a fade hides it).
+*core* frames are the audio it contributes. The decoder runs in two stages (kokoro_split.py),
+each with its own reach: the generator computes `context` extra frames on each side of the
+core (its *span*), and the frontend, which feeds it, `frontend_context` more on each side of
+that span (its *frontend span*), all clipped at the sentence's ends. The context's audio is
+dropped, except the first `crossfade` frames after a core: the next window's first samples fade
+in over them, so a seam never steps (adjacent windows normalise their activations over
+different spans, so their samples differ slightly; a fade hides it).
 
 Pure arithmetic and numpy: no model here.
 """
@@ -26,9 +28,10 @@ class WindowPlan:
     """Window sizes in frames (25 ms each at Kokoro's 600 samples per frame)."""
 
     first: int = 12  # frames of the first window's core: sets the first audio's latency
-    growth: float = 2.0  # each later core is this many times the one before...
-    largest: int = 240  # ...up to this many frames
-    context: int = 16  # frames computed on each side of a core (the decoder's receptive field)
+    growth: float = 1.5  # each later core is this many times the one before...
+    largest: int = 96  # ...up to this many frames
+    context: int = 6  # generator frames computed on each side of a core (its receptive field)
+    frontend_context: int = 10  # frontend frames computed on each side of the generator's span
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
 
     def __post_init__(self) -> None:
@@ -36,18 +39,32 @@ class WindowPlan:
             raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
         if self.growth < 1.0:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
-        if self.context < 0 or not 0 <= self.crossfade <= self.context:
-            raise ValueError(f"need 0 <= crossfade <= context, got crossfade={self.crossfade} context={self.context}")
+        if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.context:
+            raise ValueError(
+                f"need 0 <= crossfade <= context and frontend_context >= 0, got crossfade={self.crossfade} "
+                f"context={self.context} frontend_context={self.frontend_context}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """Frames [start, end) are this window's core; [span_start, span_end) are computed."""
+    """Frames [start, end) are this window's core; the generator computes [span_start, span_end),
+    the frontend [frontend_start, frontend_end) (by default the generator's span)."""
 
     start: int
     end: int
     span_start: int
     span_end: int
+    frontend_start: int = -1
+    frontend_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.frontend_start < 0:
+            object.__setattr__(self, "frontend_start", self.span_start)
+        if self.frontend_end < 0:
+            object.__setattr__(self, "frontend_end", self.span_end)
+        if not self.frontend_start <= self.span_start <= self.start < self.end <= self.span_end <= self.frontend_end:
+            raise ValueError(f"inconsistent window {self}")
 
     @property
     def frames(self) -> int:
@@ -58,22 +75,58 @@ class Window:
         return self.start - self.span_start
 
 
-def plan_windows(total_frames: int, plan: WindowPlan | None) -> list[Window]:
-    """Cores that tile [0, total_frames) exactly once, in order; one window when plan is None."""
-    if total_frames <= 0:
-        return []
-    if plan is None:
-        return [Window(0, total_frames, 0, total_frames)]
-    windows: list[Window] = []
-    start, size = 0, float(plan.first)
+def core_sizes(plan: WindowPlan) -> Iterator[int]:
+    """The cores' sizes in order: `first`, then `growth` times the one before, up to `largest`."""
+    size = float(plan.first)
+    while True:
+        yield round(size)
+        size = min(float(plan.largest), size * plan.growth)
+
+
+def plan_cores(
+    total_frames: int, plan: WindowPlan, *, start: int = 0, sizes: Iterator[int] | None = None
+) -> list[tuple[int, int]]:
+    """Cores that tile [start, total_frames) exactly once, in order. `sizes` lets a later call
+    continue the same schedule (a sentence decoded in two parts: lookahead.py)."""
+    sizes = sizes if sizes is not None else core_sizes(plan)
+    cores: list[tuple[int, int]] = []
     while start < total_frames:
-        end = min(total_frames, start + round(size))
+        end = min(total_frames, start + next(sizes))
         # A last sliver smaller than the first window is cheaper merged into this one.
         if total_frames - end < plan.first:
             end = total_frames
-        windows.append(Window(start, end, max(0, start - plan.context), min(total_frames, end + plan.context)))
-        start, size = end, min(float(plan.largest), size * plan.growth)
+        cores.append((start, end))
+        start = end
+    return cores
+
+
+def with_context(cores: list[tuple[int, int]], total_frames: int, plan: WindowPlan) -> list[Window]:
+    """Each core with the plan's context on both sides, clipped to [0, total_frames): the frames
+    the features hold (which may go on past the last core: lookahead.py's head)."""
+    windows = []
+    for start, end in cores:
+        span_start, span_end = max(0, start - plan.context), min(total_frames, end + plan.context)
+        windows.append(
+            Window(
+                start,
+                end,
+                span_start,
+                span_end,
+                max(0, span_start - plan.frontend_context),
+                min(total_frames, span_end + plan.frontend_context),
+            )
+        )
     return windows
+
+
+def plan_windows(total_frames: int, plan: WindowPlan | None, start: int = 0) -> list[Window]:
+    """Windows whose cores tile [start, total_frames) exactly once, in order; one window when
+    plan is None (computing every frame, so its samples are the whole sentence's)."""
+    if total_frames <= start:
+        return []
+    if plan is None:
+        return [Window(start, total_frames, 0, total_frames)]
+    return with_context(plan_cores(total_frames, plan, start=start), total_frames, plan)
 
 
 def fade_in(length: int) -> FloatAudio:
@@ -86,14 +139,14 @@ class Stitcher:
 
     `push` returns the window's core (faded in over the previous window's overlap) and keeps
     the start of its right context for the next one; concatenating every `push` gives exactly
-    one sample per frame sample of the sentence.
+    one sample per frame sample of the sentence from `start_frame` on.
     """
 
-    def __init__(self, samples_per_frame: int, crossfade_frames: int) -> None:
+    def __init__(self, samples_per_frame: int, crossfade_frames: int, start_frame: int = 0) -> None:
         self.samples_per_frame = samples_per_frame
         self.crossfade_frames = crossfade_frames
         self._tail: FloatAudio | None = None
-        self._next_start = 0
+        self._next_start = start_frame
 
     def push(self, window: Window, audio: FloatAudio) -> FloatAudio:
         spf = self.samples_per_frame

@@ -26,7 +26,14 @@ def engine_factory(settings: env.ServerSettings) -> Callable[[], SpeechEngine]:
     """The engine to load in the background (the server answers /ping 503 meanwhile)."""
     from voicestream.engine import create_engine
 
-    return lambda: create_engine(settings.backend, settings.model_dir, settings.threads, settings.device)
+    return lambda: create_engine(
+        settings.backend,
+        settings.model_dir,
+        settings.threads,
+        settings.device,
+        derived_dir=settings.derived_dir,
+        decoder_windows=settings.decoder_windows,
+    )
 
 
 def serve(app: ASGIApp, settings: env.ServerSettings) -> None:

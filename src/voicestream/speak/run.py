@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from voicestream.chunker import SentenceChunker
+from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
 from voicestream.kokoro_client import (
     Audio,
     Cancelled,
@@ -78,7 +78,7 @@ class SpeakOptions:
     format: AudioFormat = "pcm"
     # The whole reply, start to done: nothing upstream can make a stream hang longer.
     max_duration_s: float = 300.0
-    first_clause_min_words: int | None = 4
+    first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS  # benchmarks/first_clause.py chose it
     max_chars: int = 300
     words: bool = True  # ask the server for word timings (`words` events)
 

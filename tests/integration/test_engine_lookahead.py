@@ -1,0 +1,161 @@
+"""A long piece's head encoded first (engine/lookahead.py): the join's arithmetic and its gate.
+
+Real Kokoro-82M int8 model. What the lookahead may change, it must change little:
+- the head's words: durations within 1 frame per word on average of the whole encoding's, and
+  mean pitch per word within 1 semitone (median over words);
+- the join: the pitch step across it no larger than the sentence's own steps between voiced
+  points (95th percentile), and the windows around it pass the same seam gate as any seam;
+- hearing: the WER gate of test_engine_onnx_streaming.py runs these sentences through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tests.support.seams import compare
+from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME
+from voicestream.engine.lookahead import HeadSplit, frames_before, head_split, join
+from voicestream.engine.onnx import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.split_runtime import SentenceFeatures
+from voicestream.engine.windows import plan_windows
+from voicestream.engine.word_timings import TokenWord, tokenize, word_frames
+
+SENTENCES = (
+    "Our team will move every order from the north depot to the new site next week so please check that your "
+    "delivery address and phone number are correct before friday because the courier cannot call you back after "
+    "the van leaves and we would hate for anything to go missing.",
+    "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near the "
+    "front if you would like me to do that for you before the check in desk closes at nine.",
+    "I looked through your last three statements and the extra charge comes from the annual fee that was added in "
+    "March when your introductory period ended so I can ask the billing team to waive it this one time if you want.",
+    "The museum opens at ten in the morning and closes at six in the evening and tickets cost eighteen euros for "
+    "adults while children under twelve enter for free on every day of the week except public holidays.",
+    "To reset your router unplug it from the wall wait about thirty seconds plug it back in and then give the "
+    "lights a minute or two to settle before you try connecting your laptop to the network again.",
+)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[OnnxEngine]:
+    loaded = OnnxEngine(threads=2)
+    loaded.load()
+    yield loaded
+
+
+@dataclass
+class Encoded:
+    ids: list[int]
+    words: list[TokenWord]
+    split: HeadSplit
+    head: SentenceFeatures
+    whole: SentenceFeatures
+    joined: SentenceFeatures
+
+
+def encode(engine: OnnxEngine, text: str) -> Encoded:
+    (piece,) = engine.phoneme_pieces(text, "af_heart")
+    ids, words = tokenize(piece, engine._vocab)
+    style = engine._voice("af_heart")[len(ids) - 1 : len(ids)]
+    split = head_split(ids, DEFAULT_LOOKAHEAD)
+    assert split is not None
+    head = engine.split.encode(ids[: split.end], style, 1.0)
+    whole = engine.split.encode(ids, style, 1.0)
+    return Encoded(ids, words, split, head, whole, join(head, whole, split.join))
+
+
+def test_the_joined_features_take_the_head_then_the_whole_without_a_phase_jump(engine: OnnxEngine) -> None:
+    encoded = encode(engine, SENTENCES[0])
+    head, whole, joined, token = encoded.head, encoded.whole, encoded.joined, encoded.split.join
+    at_head, at_whole = frames_before(head, token), frames_before(whole, token)
+    assert joined.frames == at_head + whole.frames - at_whole == int(joined.durations.sum())
+    assert joined.durations.shape == whole.durations.shape
+    assert np.array_equal(joined.asr[:, :, :at_head], head.asr[:, :, :at_head])
+    assert np.array_equal(joined.asr[:, :, at_head:], whole.asr[:, :, at_whole:])
+    assert np.array_equal(joined.f0[:, 2 * at_head :], whole.f0[:, 2 * at_whole :])
+    # The running phase continues with the whole encoding's own increments.
+    increments = np.diff(joined.phase[0].astype(np.float64), axis=1)
+    expected = np.diff(whole.phase[0].astype(np.float64), axis=1)[:, 2 * at_whole - 1 :]
+    np.testing.assert_allclose(increments[:, 2 * at_head - 1 :], expected, atol=0.05)
+
+
+def returning(features: SentenceFeatures) -> Callable[[], SentenceFeatures]:
+    return lambda: features
+
+
+def semitones(a: float, b: float) -> float:
+    return float(12 * abs(np.log2(a / b)))
+
+
+def test_head_words_keep_the_whole_encodings_timing_and_pitch(engine: OnnxEngine) -> None:
+    duration_differences: list[float] = []
+    pitch_differences: list[float] = []
+    for text in SENTENCES:
+        encoded = encode(engine, text)
+        head_words = [word for word in encoded.words if word.end <= encoded.split.join]
+        assert len(head_words) >= 5
+        joined = word_frames(head_words, encoded.joined.durations)
+        whole = word_frames(head_words, encoded.whole.durations)
+        for (_, start_j, end_j), (_, start_w, end_w) in zip(joined, whole, strict=True):
+            duration_differences.append(abs((end_j - start_j) - (end_w - start_w)))
+            pitch_j, pitch_w = (
+                encoded.joined.f0[0, 2 * start_j : 2 * end_j],
+                encoded.whole.f0[0, 2 * start_w : 2 * end_w],
+            )
+            voiced_j, voiced_w = pitch_j[pitch_j > 30], pitch_w[pitch_w > 30]
+            if len(voiced_j) and len(voiced_w):
+                pitch_differences.append(semitones(float(voiced_j.mean()), float(voiced_w.mean())))
+    print(
+        f"head words: mean |duration difference| {np.mean(duration_differences):.2f} frames, "
+        f"median |pitch difference| {np.median(pitch_differences):.2f} semitones"
+    )
+    assert float(np.mean(duration_differences)) <= 1.0
+    assert float(np.median(pitch_differences)) <= 1.0
+
+
+def test_the_pitch_does_not_step_at_the_join_more_than_the_sentence_does(engine: OnnxEngine) -> None:
+    for text in SENTENCES:
+        encoded = encode(engine, text)
+        f0 = encoded.joined.f0[0]
+        at = 2 * frames_before(encoded.head, encoded.split.join)
+        steps = [semitones(f0[i + 1], f0[i]) for i in range(len(f0) - 1) if min(f0[i], f0[i + 1]) > 30]
+        around = [semitones(f0[i + 1], f0[i]) for i in range(at - 2, at + 2) if min(f0[i], f0[i + 1]) > 30]
+        print(f"join step {max(around, default=0.0):.2f} st, the sentence's p95 {np.percentile(steps, 95):.2f} st")
+        assert max(around, default=0.0) <= float(np.percentile(steps, 95))
+
+
+def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: OnnxEngine) -> None:
+    """Against the joined features decoded whole: the lookahead's windows (the head's, then the
+    joined features') are as good at their seams as plain windows over the same features."""
+    head_excess, plain_excess = [], []
+    for text in SENTENCES:
+        encoded = encode(engine, text)
+        at = frames_before(encoded.head, encoded.split.join)
+        decoded = list(engine.split.windows_after_head(encoded.head, at, returning(encoded.joined), DEFAULT_WINDOWS))
+        switch = next(index for index, window in enumerate(decoded) if window.features is encoded.joined)
+        assert switch > 0 and decoded[switch].window.start < at < decoded[switch].window.end  # the join in a core
+        reference = np.concatenate(list(engine.split.stream(encoded.joined, None)))
+        audio = np.concatenate([window.samples for window in decoded])
+        head = compare(audio, reference, [window.window.end * SAMPLES_PER_FRAME for window in decoded[:-1]])
+        plain_windows = plan_windows(encoded.joined.frames, DEFAULT_WINDOWS)
+        plain_audio = np.concatenate(list(engine.split.stream(encoded.joined, DEFAULT_WINDOWS)))
+        plain = compare(plain_audio, reference, [w.end * SAMPLES_PER_FRAME for w in plain_windows[:-1]])
+        print(
+            f"seam excess: lookahead {head.seam_excess_db:.2f} dB, plain {plain.seam_excess_db:.2f} dB; steps "
+            f"{head.seam_step_ratio:.2f} / {plain.seam_step_ratio:.2f}"
+        )
+        assert head.passes()
+        assert head.seam_excess_db <= plain.seam_excess_db + 0.5
+        head_excess.append(head.seam_excess_db)
+        plain_excess.append(plain.seam_excess_db)
+    assert float(np.mean(head_excess)) <= float(np.mean(plain_excess)) + 0.25
+
+
+def test_the_engine_speaks_the_joined_features(engine: OnnxEngine) -> None:
+    encoded = encode(engine, SENTENCES[2])
+    chunks = list(engine.synthesize(SENTENCES[2]))
+    first = int(encoded.head.durations[0, 0]) - 4  # the lead-in kept
+    assert sum(len(chunk.samples) for chunk in chunks) == (encoded.joined.frames - first) * SAMPLES_PER_FRAME

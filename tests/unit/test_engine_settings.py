@@ -1,0 +1,86 @@
+"""The onnx engine's settings: window plan and derived-files directory, from the environment to the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voicestream.engine.derived import ensure_derived
+from voicestream.engine.kokoro_split import (
+    DERIVATION_VERSION,
+    DERIVED_FILES,
+    choose_derived_dir,
+    derived_folder,
+)
+from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.windows import WindowPlan
+from voicestream.env import ConfigError, Env, ServerSettings, decoder_windows, server_settings
+from voicestream.kokoro_server import engine_factory
+
+SOURCE = "c" * 64
+
+
+def test_window_plan_and_derived_dir_come_from_the_environment() -> None:
+    settings = server_settings(
+        Env({"VOICESTREAM_DECODER_WINDOWS": " 8, 1.5 ,64", "VOICESTREAM_DERIVED_DIR": "/var/cache/kokoro"})
+    )
+    assert settings.decoder_windows == (8, 1.5, 64)
+    assert settings.derived_dir == Path("/var/cache/kokoro")
+    assert decoder_windows(Env({"VOICESTREAM_DECODER_WINDOWS": "OFF"})) == "off"
+    assert decoder_windows(Env({})) is None
+    assert server_settings(Env({})).decoder_windows is None
+
+
+@pytest.mark.parametrize("value", ["12,2", "a,b,c", "0,2,96", "24,2,12", "12,0.5,96", "12,nan,96", "on"])
+def test_a_malformed_window_plan_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="VOICESTREAM_DECODER_WINDOWS"):
+        server_settings(Env({"VOICESTREAM_DECODER_WINDOWS": value}))
+
+
+def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
+    """engine_factory -> create_engine -> OnnxEngine: the engine reads no environment itself."""
+    settings = ServerSettings(decoder_windows=(8, 1.5, 64), derived_dir=tmp_path, threads=1)
+    engine = engine_factory(settings)()
+    assert isinstance(engine, OnnxEngine) and not engine.loaded
+    assert engine.decoder_windows == WindowPlan(
+        first=8,
+        growth=1.5,
+        largest=64,
+        context=DEFAULT_WINDOWS.context,
+        frontend_context=DEFAULT_WINDOWS.frontend_context,
+        crossfade=DEFAULT_WINDOWS.crossfade,
+    )
+    assert engine.derived_dir == tmp_path
+    whole = engine_factory(ServerSettings(decoder_windows="off"))()
+    assert isinstance(whole, OnnxEngine) and whole.decoder_windows is None
+    default = engine_factory(ServerSettings())()
+    assert isinstance(default, OnnxEngine) and default.decoder_windows == DEFAULT_WINDOWS
+
+
+def fake_derivation(out: Path) -> list[str]:
+    for name in DERIVED_FILES:
+        (out / name).write_bytes(name.encode())
+    return list(DERIVED_FILES)
+
+
+def test_derived_files_go_beside_a_writable_model(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    assert choose_derived_dir(model_dir, SOURCE, tmp_path / "cache") == model_dir / "derived"
+
+
+def test_a_model_directory_that_cannot_be_written_sends_them_to_the_cache(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "derived").write_text("a file where the folder would go: nothing can be created there")
+    chosen = choose_derived_dir(model_dir, SOURCE, tmp_path / "cache")
+    assert chosen == tmp_path / "cache" / "derived" / SOURCE[:16]
+
+
+def test_files_already_derived_beside_the_model_are_used_as_they_are(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    ensure_derived(derived_folder(model_dir / "derived"), SOURCE, DERIVATION_VERSION, DERIVED_FILES, fake_derivation)
+    assert choose_derived_dir(model_dir, SOURCE, tmp_path / "cache") == model_dir / "derived"
+    # Files of another source model do not count as derived: a writable directory is still chosen.
+    assert choose_derived_dir(model_dir, "d" * 64, tmp_path / "cache") == model_dir / "derived"
