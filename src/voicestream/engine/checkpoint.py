@@ -5,6 +5,9 @@ config.json is: building kokoro's KModel from it gives the exact architecture, a
 dicts saved as kokoro-v1_0.pth make a model directory that the torch engine loads through
 the same code as the real one. The audio is noise; its timing is not: the untrained duration
 predictor would give every phoneme ~0.6 s, so its last layer is set to a realistic length.
+Its pitch is set to a voice's range too: untrained, the pitch curve stays within about +-1 Hz,
+below the source's 10 Hz voicing threshold, so the harmonic (sine) source would never sound
+and what depends on it (its phase, integrated over the sentence) would go untested.
 
     python -m voicestream.engine.checkpoint SOURCE_DIR OUT_DIR [VOICE ...]
 """
@@ -33,6 +36,8 @@ from voicestream.engine.torch_assets import (
 
 FRAMES_PER_SECOND = 40  # kokoro's duration unit: one frame is 600 samples at 24 kHz
 PHONEME_SECONDS = 0.075  # about what the trained model gives a phoneme at speed 1
+PITCH_HZ = 140.0  # centre of the calibrated pitch curve
+PITCH_SPREAD_HZ = 250.0  # Hz per unit of the untrained curve (std ~0.2): ~50 Hz std, a few unvoiced dips
 DEFAULT_VOICES = ("af_heart", "am_michael", "bf_emma", "bm_george")
 
 
@@ -48,6 +53,7 @@ def random_kmodel(config: Path, *, seed: int = 0, phoneme_s: float = PHONEME_SEC
             torch.manual_seed(seed)
             model = kmodel_class(repo_id=REPO_ID, config=read_config(config), model=str(empty))
     calibrate_durations(model, phoneme_s)
+    calibrate_pitch(model)
     return model.eval()
 
 
@@ -67,6 +73,14 @@ def calibrate_durations(model: Any, phoneme_s: float) -> None:
     with torch.no_grad():
         layer.weight.mul_(0.01)
         layer.bias.fill_(math.log(share / (1 - share)))
+
+
+def calibrate_pitch(model: Any, centre_hz: float = PITCH_HZ, spread_hz: float = PITCH_SPREAD_HZ) -> None:
+    """Scale the pitch projection so the curve varies around `centre_hz` like a voice's (mostly voiced)."""
+    layer = model.predictor.F0_proj
+    with torch.no_grad():
+        layer.weight.mul_(spread_hz)
+        layer.bias.mul_(spread_hz).add_(centre_hz)
 
 
 def save_checkpoint(model: Any, path: Path) -> Path:

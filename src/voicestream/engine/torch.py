@@ -6,6 +6,11 @@ one KPipeline (misaki G2P) per language actually used, built on first use.
 
 Threads: G2P (misaki, spaCy, espeak-ng's process-global state) runs under one lock;
 inference runs outside it, so requests from several worker threads overlap on the model.
+
+Streaming inside a sentence (torch_split.py, docs/engine.md): per phoneme piece the encoder runs
+once, then the decoder runs over windows of frames (windows.py, the ONNX engine's plan and
+stitcher), each window's audio yielded as soon as it is computed. `decoder_windows=None` decodes
+each piece in one window: KModel.forward's samples exactly (the same random source noise).
 """
 
 from __future__ import annotations
@@ -32,11 +37,16 @@ from voicestream.engine.torch_assets import (
     read_config,
     torch_assets,
 )
+from voicestream.engine.torch_split import KokoroSplit
 from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
+from voicestream.engine.windows import WindowPlan
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
+# The ONNX engine's plan: 16 context frames cover the decoder's receptive field (14 frames each
+# side, measured on KModel in tests/torch/test_torch_streaming.py) with 2 frames to spare.
+DEFAULT_WINDOWS = WindowPlan()
 
 
 def import_kokoro() -> tuple[Any, Any]:
@@ -51,15 +61,25 @@ def import_kokoro() -> tuple[Any, Any]:
 class TorchEngine(SpeechEngine):
     name = "torch"
 
-    def __init__(self, model_dir: Path | None = None, device: str | None = None, threads: int | None = None) -> None:
-        """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads."""
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        device: str | None = None,
+        threads: int | None = None,
+        *,
+        decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
+    ) -> None:
+        """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
+        `decoder_windows` None decodes each piece whole (one chunk per piece)."""
         super().__init__()
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
         self.threads = threads
+        self.decoder_windows = decoder_windows
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
+        self._split: KokoroSplit | None = None
         self._pipeline_class: Any = None
         self._pipelines: dict[str, Any] = {}
         self._g2p_lock = threading.Lock()
@@ -80,11 +100,19 @@ class TorchEngine(SpeechEngine):
             model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
+        self._split = KokoroSplit(self._model)
         self._assets = assets
         # Warm the default voice end to end: US G2P, voice file, first-inference kernel setup
         # (seconds on CUDA) happen here instead of in the first request.
         for _chunk in self._run(self._prepare("Hello.", DEFAULT_VOICE, 1.0)):
             pass
+
+    @property
+    def split(self) -> KokoroSplit:
+        """The loaded model as encoder + window decoder."""
+        if self._split is None:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        return self._split
 
     def _resolve_device(self) -> str:
         device = self.requested_device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -165,21 +193,27 @@ class TorchEngine(SpeechEngine):
         return pipeline
 
     def _run(self, request: _Request) -> Iterator[AudioChunk]:
-        """One model call and one chunk per piece: KPipeline's own steps, minus its G2P."""
-        pipeline_class, offset_s = self._pipeline_class, 0.0
+        """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
+        split, offset_s = self.split, 0.0
         for phonemes, tokens in request.pieces:
-            # Grad mode is thread-local: enter inference mode around the model call only,
-            # never across a yield into the consumer's code.
+            # Grad mode is thread-local: inference mode is entered around model calls only, never
+            # across a yield into the consumer's code (split.stream does the same per window).
             with torch.inference_mode():
-                output = pipeline_class.infer(self._model, phonemes, request.voice, request.speed)
-                samples = output.audio.numpy().astype(np.float32).reshape(-1)
+                features = split.encode(phonemes, request.voice[len(phonemes) - 1], request.speed)
             words: tuple[WordTiming, ...] = ()
             if tokens is not None:
-                pipeline_class.join_timestamps(tokens, output.pred_dur)
+                self._pipeline_class.join_timestamps(tokens, features.durations)
                 words = _word_timings(tokens, offset_s)
-            offset_s += len(samples) / SAMPLE_RATE
-            # The contract is [-1, 1]; Kokoro peaks slightly beyond it now and then.
-            yield AudioChunk(samples=np.clip(samples, -1.0, 1.0), words=words)
+            total = features.frames * split.samples_per_frame
+            emitted = 0
+            for samples in split.stream(features, self.decoder_windows):
+                emitted += len(samples)
+                end_s = offset_s + emitted / SAMPLE_RATE
+                # Each word goes with the chunk it starts in; the piece's last chunk takes the rest.
+                starting, words = _words_starting_before(words, end_s) if emitted < total else (words, ())
+                # The contract is [-1, 1]; Kokoro peaks slightly beyond it now and then.
+                yield AudioChunk(samples=np.clip(samples, -1.0, 1.0), words=starting)
+            offset_s += total / SAMPLE_RATE
 
 
 class _Request:
@@ -191,6 +225,14 @@ class _Request:
         self.pieces = pieces
         self.voice = voice
         self.speed = speed
+
+
+def _words_starting_before(
+    words: tuple[WordTiming, ...], end_s: float
+) -> tuple[tuple[WordTiming, ...], tuple[WordTiming, ...]]:
+    """(the words, in order, that start before `end_s`; the rest)."""
+    count = next((index for index, word in enumerate(words) if word.start_s >= end_s), len(words))
+    return words[:count], words[count:]
 
 
 def _word_timings(tokens: Any, offset_s: float) -> tuple[WordTiming, ...]:

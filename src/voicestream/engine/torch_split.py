@@ -1,0 +1,180 @@
+"""kokoro's KModel run in two parts: encode a sentence once, decode it window by window.
+
+The same cut as the ONNX engine's (kokoro_split.py, docs/engine.md), made in PyTorch by calling
+KModel's own submodules in the order `KModel.forward_with_tokens`, `Decoder.forward` and
+`Generator.forward` call them; kokoro itself is not changed.
+
+- `encode` (once per sentence): ALBERT, prosody predictor and text encoder -> the frame-aligned
+  text features `asr`, the pitch and energy curves `f0`/`energy` (two points per frame), the
+  decoder's half of the style, the frames per token, and the harmonic source's excitation for
+  the whole sentence (kokoro's own source module, one value per sample). That source is where
+  the sentence-wide state of the decoder lives: `SineGen` integrates each harmonic's frequency
+  with a cumulative sum from the sentence's start (a window that summed from its own start
+  would restart every harmonic's phase), and it draws Gaussian noise for every sample. Drawn
+  here, once, the noise comes from the same random stream in the same order as in
+  `KModel.forward`, so seeded alike, whole-sentence decoding equals forward bit for bit.
+- `decode_window` (per window of frames): the source's STFT over the window's span, the decoder
+  and the iSTFTNet generator. Everything there is local except the instance norms (AdaIN), which
+  normalise over the span they are given: see docs/engine.md on what that means for seams.
+
+Why the excitation and not just the phase (the ONNX cut's choice): the generator feeds the
+*angle* of the source's STFT to convolutions, and an angle jumps by 2*pi where a bin crosses
+the negative real axis. Upsampling a window's phase x300 itself rounds the interpolation
+weights differently than the sentence's (its sample indices are local), the sines then differ
+in the last bits, some bins' angles flip by 2*pi, and a window's audio differs from the
+sentence's everywhere (~12 dB SNR, whatever the context). Sliced from the sentence's
+excitation, a window's source samples are the sentence's exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from voicestream.engine.base import EngineError, FloatAudio
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
+
+
+@dataclass(frozen=True, slots=True)
+class TorchSentenceFeatures:
+    """Everything the decoder needs for one sentence (on the model's device), plus durations."""
+
+    asr: torch.Tensor  # [1, 512, frames]
+    f0: torch.Tensor  # [1, 2 * frames]
+    energy: torch.Tensor  # [1, 2 * frames]
+    decoder_style: torch.Tensor  # [1, 128]
+    source: torch.Tensor  # [1, samples]: the harmonic source's excitation (phase summed over the sentence)
+    durations: torch.Tensor  # [tokens + 2] int64, on the CPU: frames per token, pad tokens included
+
+    @property
+    def frames(self) -> int:
+        return int(self.asr.shape[2])
+
+
+class KokoroSplit:
+    """Encoder and window decoder over one loaded KModel; holds no per-request state (thread-safe)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        # One frame: two pitch points, each upsampled x(upsample rates x iSTFT hop) = 600 samples.
+        self.samples_per_frame = 2 * int(model.decoder.generator.m_source.l_sin_gen.upsample_scale)
+
+    @property
+    def device(self) -> torch.device:
+        device: torch.device = self.model.device
+        return device
+
+    # --- part 1 ------------------------------------------------------------------------------
+
+    def input_ids(self, phonemes: str) -> torch.Tensor:
+        """[1, N+2] token ids of `phonemes` wrapped in pads, as KModel.forward makes them."""
+        ids = [self.model.vocab[p] for p in phonemes if p in self.model.vocab]
+        if len(ids) + 2 > self.model.context_length:
+            raise EngineError(f"{len(ids)} phonemes exceed the model's {self.model.context_length - 2}")
+        return torch.tensor([[0, *ids, 0]], dtype=torch.long, device=self.device)
+
+    def encode(self, phonemes: str, ref_s: torch.Tensor, speed: float) -> TorchSentenceFeatures:
+        """Part 1 for one sentence; call under torch.inference_mode(). `ref_s`: the voice's [1, 256] row."""
+        model = self.model
+        input_ids = self.input_ids(phonemes)
+        ref_s = ref_s.to(self.device)
+        tokens = input_ids.shape[-1]
+        lengths = torch.full((1,), tokens, dtype=torch.long, device=self.device)
+        text_mask = torch.zeros((1, tokens), dtype=torch.bool, device=self.device)  # one unpadded sentence
+        bert = model.bert(input_ids, attention_mask=(~text_mask).int())
+        d_en = model.bert_encoder(bert).transpose(-1, -2)
+        prosody_style = ref_s[:, 128:]
+        d = model.predictor.text_encoder(d_en, prosody_style, lengths, text_mask)
+        x, _ = model.predictor.lstm(d)
+        duration = torch.sigmoid(model.predictor.duration_proj(x)).sum(axis=-1) / speed
+        durations = torch.round(duration).clamp(min=1).long().squeeze(0)
+        frames = int(durations.sum())
+        # Token -> frame alignment, one 1 per frame column.
+        alignment = torch.zeros((tokens, frames), device=self.device)
+        token_of_frame = torch.repeat_interleave(torch.arange(tokens, device=self.device), durations)
+        alignment[token_of_frame, torch.arange(frames, device=self.device)] = 1
+        alignment = alignment.unsqueeze(0)
+        f0, energy = model.predictor.F0Ntrain(d.transpose(-1, -2) @ alignment, prosody_style)
+        asr = model.text_encoder(input_ids, lengths, text_mask) @ alignment
+        generator = model.decoder.generator
+        # Generator.forward's first steps, over the whole sentence: pitch upsampled to samples, source.
+        source, _noise, _voiced = generator.m_source(generator.f0_upsamp(f0[:, None]).transpose(1, 2))
+        return TorchSentenceFeatures(
+            asr=asr,
+            f0=f0,
+            energy=energy,
+            decoder_style=ref_s[:, :128],
+            source=source.transpose(1, 2).squeeze(1),
+            durations=durations.cpu(),
+        )
+
+    # --- part 2 ------------------------------------------------------------------------------
+
+    def decode_window(self, features: TorchSentenceFeatures, window: Window) -> torch.Tensor:
+        """Audio of the window's whole span [span_start, span_end) (1-D, samples_per_frame a frame).
+
+        Call under torch.inference_mode()."""
+        decoder = self.model.decoder
+        a, b = window.span_start, window.span_end
+        if not 0 <= a < b <= features.frames:
+            raise ValueError(f"window span [{a}, {b}) is outside the sentence's {features.frames} frames")
+        style = features.decoder_style
+        f0 = decoder.F0_conv(features.f0[:, 2 * a : 2 * b].unsqueeze(1))
+        energy = decoder.N_conv(features.energy[:, 2 * a : 2 * b].unsqueeze(1))
+        asr = features.asr[:, :, a:b]
+        x = decoder.encode(torch.cat([asr, f0, energy], dim=1), style)
+        asr_res = decoder.asr_res(asr)
+        residual = True
+        for block in decoder.decode:
+            if residual:
+                x = torch.cat([x, asr_res, f0, energy], dim=1)
+            x = block(x, style)
+            if block.upsample_type != "none":
+                residual = False
+        return self._generate(x, style, self._source_spectrum(features, a, b))
+
+    def _source_spectrum(self, features: TorchSentenceFeatures, a: int, b: int) -> torch.Tensor:
+        """The STFT (magnitudes ++ angles) of the sentence's source over frames [a, b), as Generator makes it."""
+        spf = self.samples_per_frame
+        magnitude, angle = self.model.decoder.generator.stft.transform(features.source[:, a * spf : b * spf])
+        return torch.cat([magnitude, angle], dim=1)
+
+    def _generate(self, x: torch.Tensor, style: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        """Generator.forward after its source module: upsampling blocks, then the inverse STFT."""
+        generator = self.model.decoder.generator
+        for i in range(generator.num_upsamples):
+            x = F.leaky_relu(x, negative_slope=0.1)
+            x_source = generator.noise_res[i](generator.noise_convs[i](source), style)
+            x = generator.ups[i](x)
+            if i == generator.num_upsamples - 1:
+                x = generator.reflection_pad(x)
+            x = x + x_source
+            blocks = generator.resblocks[i * generator.num_kernels : (i + 1) * generator.num_kernels]
+            xs = blocks[0](x, style)
+            for block in blocks[1:]:
+                xs += block(x, style)
+            x = xs / generator.num_kernels
+        x = generator.conv_post(F.leaky_relu(x))
+        bins = generator.post_n_fft // 2 + 1
+        audio: torch.Tensor = generator.stft.inverse(torch.exp(x[:, :bins, :]), torch.sin(x[:, bins:, :]))
+        return audio.reshape(-1)
+
+    # --- streaming ---------------------------------------------------------------------------
+
+    def stream(self, features: TorchSentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
+        """Each window's audio as soon as it is decoded (one window when `plan` is None).
+
+        A generator: nothing runs until the consumer asks for the next window, so a consumer
+        that stops iterating (a cancelled request) stops the work between windows. Inference
+        mode is entered per window, never held across a yield (grad mode is thread-local).
+        """
+        stitcher = Stitcher(self.samples_per_frame, plan.crossfade if plan else 0)
+        for window in plan_windows(features.frames, plan):
+            with torch.inference_mode():
+                audio = self.decode_window(features, window).float().cpu().numpy()
+            yield stitcher.push(window, np.asarray(audio, dtype=np.float32))
