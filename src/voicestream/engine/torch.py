@@ -44,9 +44,11 @@ from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
-# The ONNX engine's plan: 16 context frames cover the decoder's receptive field (14 frames each
-# side, measured on KModel in tests/torch/test_torch_streaming.py) with 2 frames to spare.
-DEFAULT_WINDOWS = WindowPlan()
+# One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
+# context frames cover the decoder's receptive field (14 frames each side, measured on KModel in
+# tests/torch/test_torch_streaming.py) with 2 to spare. Windows double: a GPU decodes a long
+# window about as fast as a short one, so fewer seams cost nothing.
+DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=240, context=16, frontend_context=0, crossfade=2)
 
 
 def import_kokoro() -> tuple[Any, Any]:
