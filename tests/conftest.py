@@ -37,6 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
 
+
 # The machine is small and shared: two inference threads per synthesis; VOICESTREAM_TEST_THREADS
 # overrides it.
 TEST_THREADS = int(os.environ.get("VOICESTREAM_TEST_THREADS", "2"))

@@ -22,7 +22,6 @@ from tests.sam.conftest import REGION, REPO, Transform, load_template
 from tests.sam.moto_stack import CONTEXT_TOKEN, create_stack
 from voicestream.env import VARIABLES, Env
 from voicestream.speak.config import SpeakConfig
-from voicestream.wire.bidi import Limits
 
 ENDPOINT = {"ImageTag": "0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"}
 # moto's enum check rejects ml.g5 instance types (docs/platform-facts.md#sam); the template allows g4dn too.

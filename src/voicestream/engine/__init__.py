@@ -13,6 +13,7 @@ from voicestream.engine.base import (
     WordTiming,
 )
 from voicestream.engine.encoders import to_pcm16
+from voicestream.engine.g2p import G2PSettings
 from voicestream.env import BACKENDS, Backend
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
@@ -23,6 +24,7 @@ __all__ = [
     "AudioChunk",
     "Backend",
     "EngineError",
+    "G2PSettings",
     "InvalidRequestError",
     "SpeechEngine",
     "UnknownVoiceError",
@@ -33,13 +35,15 @@ __all__ = [
 ]
 
 
-def create_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+def create_engine(
+    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, g2p: G2PSettings | None = None
+) -> SpeechEngine:
     """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
-    `threads` None: the engine's default."""
+    `threads` None: the engine's default; `g2p`: the ONNX engine's G2P worker processes."""
     if backend == "onnx":
         from voicestream.engine.onnx import OnnxEngine
 
-        return OnnxEngine(model_dir=model_dir, threads=threads)
+        return OnnxEngine(model_dir=model_dir, threads=threads, g2p=g2p)
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch import TorchEngine
@@ -48,8 +52,10 @@ def create_engine(backend: Backend = "onnx", model_dir: Path | None = None, thre
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def load_engine(backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None) -> SpeechEngine:
+def load_engine(
+    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, g2p: G2PSettings | None = None
+) -> SpeechEngine:
     """Create and load an engine: weights verified and loaded, G2P warmed."""
-    engine = create_engine(backend, model_dir, threads)
+    engine = create_engine(backend, model_dir, threads, g2p)
     engine.load()
     return engine

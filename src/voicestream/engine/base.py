@@ -9,12 +9,13 @@ several worker threads at the same time.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from voicestream.engine.normalize import normalize_text
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 
@@ -56,6 +57,13 @@ class UnsupportedLanguageError(InvalidRequestError):
     code = ErrorCode.UNSUPPORTED_LANGUAGE
 
 
+class TextTooComplexError(InvalidRequestError):
+    """The text is more work than a request may be: too many phonemes, or G2P too slow."""
+
+    code = ErrorCode.TEXT_TOO_COMPLEX
+    status = 413
+
+
 @dataclass(frozen=True, slots=True)
 class WordTiming:
     """One word and where it is spoken, in seconds from the start of its request's audio."""
@@ -85,7 +93,8 @@ def check_speed(speed: float) -> float:
 
 
 def check_text(text: str) -> str:
-    stripped = text.strip()
+    """The text an engine speaks: normalized (`engine.normalize`), stripped, not empty."""
+    stripped = normalize_text(text).strip()
     if not stripped:
         raise EmptyTextError()
     return stripped
@@ -134,3 +143,19 @@ class SpeechEngine(abc.ABC):
 
     @abc.abstractmethod
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]: ...
+
+    def count_phonemes(self, texts: Sequence[str], voice: str = DEFAULT_VOICE) -> int:
+        """The phonemes `synthesize` would speak for `texts` (a request's sentences): the
+        measure of a request's work. Raises what synthesis would (empty text, unknown voice,
+        text_too_complex when G2P runs out of time)."""
+        if not self._loaded:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        self.validate_voice(voice)
+        return self._count_phonemes([check_text(text) for text in texts], voice)
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        """Engines with a G2P count its output; this default (no G2P) counts characters."""
+        return sum(len(text) for text in texts)
+
+    def close(self) -> None:  # noqa: B027  # a hook: most engines hold nothing but memory
+        """Release what the engine holds beyond memory (worker processes). Idempotent."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,9 @@ import numpy.typing as npt
 
 from voicestream.engine.assets import OnnxAssets, onnx_assets
 from voicestream.engine.base import AudioChunk, SpeechEngine
-from voicestream.engine.g2p import G2P, split_phonemes
-from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
+from voicestream.engine.g2p import G2P, G2PSettings, split_phonemes
+from voicestream.engine.ort_options import run_options, session_options
+from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
@@ -34,15 +34,17 @@ def default_threads() -> int:
 class OnnxEngine(SpeechEngine):
     name = "onnx"
 
-    def __init__(self, model_dir: Path | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self, model_dir: Path | None = None, threads: int | None = None, g2p: G2PSettings | None = None
+    ) -> None:
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
-        self._g2p = G2P()
-        self._voice_cache: dict[str, VoiceArray] = {}
-        self._voice_lock = threading.Lock()
+        self._g2p = G2P(g2p)  # worker processes, each conversion time-bounded (g2p.py)
+        self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._session: object | None = None
+        self._run_options: object | None = None
         self._vocab: dict[str, int] = {}
 
     def _load(self) -> None:
@@ -50,10 +52,9 @@ class OnnxEngine(SpeechEngine):
 
         # The model and config are verified now; voices are verified as each is first used.
         assets = onnx_assets(self.model_dir, voices=())
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
+        options = session_options(onnxruntime, self.threads)  # arena settings: ort_options.py
         self._session = onnxruntime.InferenceSession(str(assets.model), options, providers=["CPUExecutionProvider"])
+        self._run_options = run_options(onnxruntime)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
@@ -62,18 +63,12 @@ class OnnxEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
+    def close(self) -> None:
+        self._g2p.close()
+
     def _voice(self, spec: str) -> VoiceArray:
-        """The (blended) style table of a voice spec, cached per spec."""
-        with self._voice_lock:
-            cached = self._voice_cache.get(spec)
-            if cached is not None:
-                return cached
-            blend = parse_voice_spec(spec, self.voices())
-            table = np.zeros(VOICE_SHAPE, dtype=np.float32)
-            for name, weight in blend.parts:
-                table += weight * self._voice_file(name)
-            self._voice_cache[spec] = table
-            return table
+        """The (blended) style table of a voice spec (cached by canonical blend, bounded)."""
+        return self._voice_tables.get(spec)
 
     def _voice_file(self, name: str) -> VoiceArray:
         assert self._assets is not None
@@ -85,6 +80,11 @@ class OnnxEngine(SpeechEngine):
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
         language = parse_voice_spec(voice, self.voices()).language
         return split_phonemes(self._g2p.phonemize(text, language))
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
+        language = parse_voice_spec(voice, self.voices()).language
+        return sum(len(phonemes) for phonemes in self._g2p.phonemize_many(texts, language))
 
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
@@ -103,6 +103,8 @@ class OnnxEngine(SpeechEngine):
             tokens = np.array([[0, *ids, 0]], dtype=np.int64)
             style = style_table[len(ids) - 1 : len(ids)]
             (audio,) = session.run(
-                None, {"tokens": tokens, "style": style, "speed": np.array([speed], dtype=np.float32)}
+                None,
+                {"tokens": tokens, "style": style, "speed": np.array([speed], dtype=np.float32)},
+                self._run_options,
             )
             yield AudioChunk(samples=np.asarray(audio, dtype=np.float32).reshape(-1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from voicestream.wire.bidi import Cancelled, Pong, SessionClosed, SynthesisStart
+from voicestream.wire.bidi import Cancelled, Pong, Queued, SessionClosed, SynthesisStart
 from voicestream.wire.errors import ErrorMessage
 
 Outcome = Literal["pending", "complete", "error", "cancelled"]
@@ -69,7 +69,7 @@ class RequestCompleted:
     timings: RequestTimings
 
 
-Event = SynthesisStart | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed
+Event = SynthesisStart | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed | Queued
 
 __all__ = [
     "Audio",
@@ -78,6 +78,7 @@ __all__ = [
     "Event",
     "Outcome",
     "Pong",
+    "Queued",
     "RequestCompleted",
     "RequestTimings",
     "SessionClosed",
