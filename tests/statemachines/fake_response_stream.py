@@ -73,8 +73,12 @@ class FakeResponseStreamRuntime:
         self.calls.append({"endpoint": name, "body": body.decode()})
         client = httpx.AsyncClient(timeout=httpx.Timeout(120.0))
         upstream = await client.send(
+            # SageMaker hands the container the caller's ContentType as Content-Type.
             client.build_request(
-                "POST", f"{model}/invocations", content=body, headers={"content-type": "application/json"}
+                "POST",
+                f"{model}/invocations",
+                content=body,
+                headers={"content-type": request.headers.get("content-type", "application/octet-stream")},
             ),
             stream=True,
         )
