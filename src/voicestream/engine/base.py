@@ -154,7 +154,8 @@ class SpeechEngine(abc.ABC):
         return self._count_phonemes([check_text(text) for text in texts], voice)
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        """Engines with a G2P count its output; this default (no G2P) counts characters."""
+        """Engines with a G2P count its output; this default (no G2P) counts characters. An
+        engine that wraps another must delegate here, or the wrapped G2P's work goes unmeasured."""
         return sum(len(text) for text in texts)
 
     def close(self) -> None:  # noqa: B027  # a hook: most engines hold nothing but memory
