@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--label", default="after", help="what code this measures (after, before)")
     args = parser.parse_args()
     with kokoro_server(args.url, args.threads) as server:
-        report = header("robustness", args, server, label=args.label)
+        report = header("robustness", args, server, label=args.label, cap_s=args.cap_s)
         report.update(run_async(lambda: measure(server, args.repeats, args.cap_s)))
     write_json(args.out, report)
 
