@@ -1,4 +1,4 @@
-"""Issue 17, item 5: onnxruntime's arena after long inputs, four settings side by side.
+"""Issue 17, item 5: onnxruntime's arena after long inputs, three settings side by side.
 
 Each setting runs in a fresh process (RSS is per process), on the real model, with the same
 phonemes (the engine's G2P) and voice table: RSS at a baseline after short warm-up inputs, the
@@ -12,7 +12,6 @@ sentence and for the long input.
 - `default_arena`: onnxruntime's defaults (what the engine used before): the arena keeps its peak;
 - `arena_shrinkage` (the engine's choice, `voicestream.engine.ort_options`): the arena, shrunk
   after every run (run option `memory.enable_memory_arena_shrinkage` = `cpu:0`);
-- `shrink_long_only`: the arena, shrunk only after inputs of at least 256 phonemes;
 - `no_arena`: `enable_cpu_mem_arena = False`: every tensor from malloc.
 
     .venv/bin/python benchmarks/memory.py [--repeats 1] [--out benchmarks/results/memory.json]
@@ -32,8 +31,7 @@ from typing import Any
 
 from common import RESULTS, command_line, machine, write_json
 
-CONFIGS = ("default_arena", "arena_shrinkage", "shrink_long_only", "no_arena")
-SHRINK_FROM = 256  # shrink_long_only: shrink after runs of at least this many phonemes
+CONFIGS = ("default_arena", "arena_shrinkage", "no_arena")
 SHORT = "Hello there, how are you today?"
 MEDIUM = "The museum opens at ten in the morning and closes at six in the evening, so you have plenty of time."
 LONG = " ".join(["The quick brown fox jumps over the lazy dog and keeps on running through the forest"] * 6)
@@ -61,7 +59,7 @@ def child(config: str, threads: int) -> dict[str, Any]:
     voice = np.fromfile(assets.voice_path("af_heart"), dtype="<f4").reshape(510, 256)
     options = session_options(onnxruntime, threads)
     run: Any = None
-    if config in ("arena_shrinkage", "shrink_long_only"):
+    if config == "arena_shrinkage":
         run = run_options(onnxruntime)
     elif config == "no_arena":
         options.enable_cpu_mem_arena = False
@@ -74,8 +72,7 @@ def child(config: str, threads: int) -> dict[str, Any]:
             ids = [vocab[p] for p in piece if p in vocab]
             tokens = np.array([[0, *ids, 0]], dtype=np.int64)
             feeds = {"tokens": tokens, "style": voice[len(ids) - 1 : len(ids)], "speed": np.ones(1, np.float32)}
-            shrink = config != "shrink_long_only" or len(ids) >= SHRINK_FROM
-            (audio,) = session.run(None, feeds, run if shrink else None)
+            (audio,) = session.run(None, feeds, run)
             audio_s += audio.size / 24_000
         return audio_s, time.perf_counter() - started
 
@@ -134,8 +131,7 @@ def paired_rtf(threads: int, rounds: int) -> dict[str, Any]:
             ids = [vocab[p] for p in piece if p in vocab]
             tokens = np.array([[0, *ids, 0]], dtype=np.int64)
             feeds = {"tokens": tokens, "style": voice[len(ids) - 1 : len(ids)], "speed": np.ones(1, np.float32)}
-            use = config == "arena_shrinkage" or (config == "shrink_long_only" and len(ids) >= SHRINK_FROM)
-            (audio,) = sessions[config].run(None, feeds, shrink if use else None)
+            (audio,) = sessions[config].run(None, feeds, shrink if config == "arena_shrinkage" else None)
             audio_s += audio.size / 24_000
         return (time.perf_counter() - started) / audio_s
 

@@ -67,8 +67,11 @@ def soak(page: Page, r: Json) -> None:
                 "hostile texts (`'9' * 2000`, one letter with 1,999 accents, `'a-' * 150`) and 450-character "
                 "sentences (one ~500-phoneme piece each, the arena's largest). They run in ten rounds; after each, "
                 "once the server is idle, RSS and the server loop's asyncio tasks are sampled (the light line: "
-                "samples under load, which catch syntheses at their peak). Memory flat: idle RSS after the last "
-                f"round is at most {flat['goal_pct']:g}% above idle RSS after the first (the warm-up). G2P processes "
+                "samples under load, which catch syntheses at their peak). The warm-up round first speaks in "
+                f"{r.get('prefill_blends', 0)} distinct blends, so the bounded blend cache is full before memory is "
+                f"judged. Memory flat: idle RSS at the end (median of the last three idle samples) is at most "
+                f"{flat['goal_pct']:g}% above idle RSS after the warm-up (the worst idle sample: "
+                f"{flat.get('worst_idle_growth_pct', float('nan')):+.1f}%). G2P processes "
                 f"(proportional set size): {flat['g2p_processes_pss_start_mib']:.0f} → "
                 f"{flat['g2p_processes_pss_end_mib']:.0f} MiB. Wall time {r['wall_s']:.0f} s.",
                 _table(["kind", "outcomes"], rows),

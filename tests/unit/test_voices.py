@@ -99,7 +99,15 @@ def test_equivalent_specs_are_computed_once() -> None:
     tables = VoiceTables(files, OFFICIAL_VOICES)
     first = tables.get("af_heart:0.7,am_michael:0.3")
     assert tables.get("am_michael:3,af_heart:7") is first
-    assert files.loads == ["af_heart", "am_michael"] and len(tables) == 1
+    assert files.loads == ["af_heart", "am_michael"] and len(tables) == 3  # the blend and its two voices
+
+
+def test_blend_churn_over_the_same_voices_reads_each_file_once() -> None:
+    files = VoiceFiles()
+    tables = VoiceTables(files, OFFICIAL_VOICES, max_tables=8)
+    for step in range(1, 101):
+        tables.get(f"af_heart:{step},am_adam:{101 - step}")
+    assert files.loads == ["af_heart", "am_adam"]  # the voices stay cached: each blend uses them
 
 
 def test_distinct_blends_never_hold_more_than_the_cap() -> None:

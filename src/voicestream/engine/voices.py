@@ -119,12 +119,19 @@ class VoiceTables:
     def get(self, spec: str) -> VoiceTable:
         """The table of a voice id or blend; UnknownVoiceError / InvalidRequestError for a bad spec."""
         key = blend_key(parse_voice_spec(spec, self._valid))
+        table = self._cached(key)
+        if table is None:
+            table = self._remember(key, self._blend(key))
+        return table
+
+    def _cached(self, key: BlendKey) -> VoiceTable | None:
         with self._lock:
             table = self._tables.get(key)
             if table is not None:
                 self._tables.move_to_end(key)
-                return table
-        table = self._blend(key)
+            return table
+
+    def _remember(self, key: BlendKey, table: VoiceTable) -> VoiceTable:
         with self._lock:
             self._tables[key] = table
             self._tables.move_to_end(key)
@@ -132,11 +139,20 @@ class VoiceTables:
                 self._tables.popitem(last=False)
         return table
 
+    def _voice(self, name: str) -> VoiceTable:
+        """One voice's table: cached like any blend, so blend churn over the same voices reads
+        (and verifies) no file again."""
+        key: BlendKey = ((name, 1.0),)
+        table = self._cached(key)
+        return table if table is not None else self._remember(key, self._load_voice(name))
+
     def _blend(self, key: BlendKey) -> VoiceTable:
+        if len(key) == 1:
+            return self._load_voice(key[0][0])
         total = sum(weight for _, weight in key)
         table: VoiceTable | None = None
         for name, weight in key:
-            part = (weight / total) * self._load_voice(name)
+            part = (weight / total) * self._voice(name)
             table = part if table is None else table + part
         assert table is not None  # a key has at least one part: the largest weight is >= 1/parts
         return table.astype(np.float32, copy=False)
