@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from voicestream import env
-from voicestream.devserver import serve_in_thread, wait_until_ready
+from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.kokoro_client.websocket import http_base_url
@@ -228,6 +228,12 @@ class TimedEngine(SpeechEngine):
     def validate_voice(self, voice: str) -> None:
         self.inner.validate_voice(voice)
 
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        return self.inner.count_phonemes(texts, voice)  # the real work check (G2P), not characters
+
+    def close(self) -> None:
+        self.inner.close()
+
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         started = time.perf_counter()
         chunks = self.inner.synthesize(text, voice, speed)
@@ -260,6 +266,7 @@ class LocalServer:
     description: str
     engine: TimedEngine | None = None  # None for a server given by --url
     runtime: ServerRuntime | None = None  # likewise
+    running: RunningServer | None = None  # likewise: runs functions on the server's event loop
 
     @property
     def ws_url(self) -> str:
@@ -303,7 +310,9 @@ def kokoro_server(
             f"in-process voicestream server on 127.0.0.1 (uvicorn, {engine.name}, {threads} inference threads, "
             f"max_sessions={limits.max_sessions})"
         )
-        yield LocalServer(http_url=running.url, description=description, engine=engine, runtime=app.state.runtime)
+        yield LocalServer(
+            http_url=running.url, description=description, engine=engine, runtime=app.state.runtime, running=running
+        )
 
 
 @contextlib.contextmanager

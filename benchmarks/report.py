@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import report_robustness
 from common import RESULTS, ROOT, summary
 
 Json = dict[str, Any]
@@ -865,6 +866,9 @@ class Report:
             ("demo_ratio", self.demo_ratio),
             ("first_clause", self.first_clause),
             ("engine_word_timings", self.engine_word_timings),
+            ("soak", lambda r: report_robustness.soak(self, r)),
+            ("memory", lambda r: report_robustness.memory(self, r)),
+            ("robustness", lambda r: report_robustness.robustness(self, r)),
         ):
             self.add(name, render)
         steps = run.get("steps", [])

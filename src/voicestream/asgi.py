@@ -1,6 +1,9 @@
 """HTTP plumbing shared by the two apps (the Kokoro server and the speak function).
 
-- `read_body`: a request body, refused past a byte limit without reading it all;
+- `read_body`: a JSON request body, refused unless it is declared `application/json` (415: a web
+  page's cross-origin "simple" POST cannot send that type without a CORS preflight, which no
+  route answers), past a byte limit without reading it all (413), or when the client takes
+  longer than a deadline to send it (408: a slow body must not hold a connection forever);
 - `error_response`: the one JSON error body (`wire.errors`) with the error's status;
 - `StreamingBody`: a chunked response that stops its producer the moment the client leaves and
   aborts (no final chunk) when the producer fails, so a client sees an incomplete body rather
@@ -24,17 +27,39 @@ from starlette.types import Receive, Scope, Send
 
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 
+JSON_MEDIA_TYPE = "application/json"
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body; `ProtocolError` message_too_large past `limit` bytes."""
+
+def require_json(request: Request) -> None:
+    """`ProtocolError` unsupported_media_type (415) unless the body is declared application/json
+    (parameters such as `; charset=utf-8` are fine)."""
+    declared = request.headers.get("content-type", "")
+    media_type = declared.split(";", 1)[0].strip().lower()
+    if media_type != JSON_MEDIA_TYPE:
+        shown = repr(declared) if declared else "none"
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"the body must be sent as {JSON_MEDIA_TYPE}; its content-type is {shown}"
+        )
+
+
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The JSON request body (`require_json`); `ProtocolError` message_too_large past `limit`
+    bytes, request_timeout when it has not all arrived within `timeout_s`."""
+    require_json(request)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"the body is {declared} bytes; the limit is {limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"the body exceeds the limit of {limit} bytes")
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"the body exceeds the limit of {limit} bytes")
+    except TimeoutError:
+        raise ProtocolError(
+            ErrorCode.REQUEST_TIMEOUT, f"the body did not arrive within {timeout_s:g} s ({len(body)} bytes came)"
+        ) from None
     return bytes(body)
 
 

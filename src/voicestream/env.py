@@ -50,6 +50,10 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
     "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
     "VOICESTREAM_PORT": "port the server listens on (default 8080)",
+    "VOICESTREAM_G2P_WORKERS": "G2P worker processes: text conversions that run at once (default 2)",
+    "VOICESTREAM_G2P_TIMEOUT_S": "seconds one request's G2P may take; longer is text_too_complex (default 5)",
+    "VOICESTREAM_HEADER_TIMEOUT_S": "seconds a connection may take to send a request's headers (default 10)",
+    "VOICESTREAM_MAX_CONNECTIONS": "open connections (HTTP and WebSocket) before new requests get 503 (default 256)",
     "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache)",
     # the session and request limits (wire.bidi.Limits), each named after its field
     "VOICESTREAM_MAX_TEXT_CHARS": "characters per synthesis request (default 2000)",
@@ -61,6 +65,9 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_MESSAGE_BYTES": "bytes per client message or request body (default 65536)",
     "VOICESTREAM_MAX_BUFFERED_AUDIO_S": "seconds of audio buffered ahead of a slow client per request (default 30)",
     "VOICESTREAM_MP3_BITRATE_KBPS": "MP3 bitrate (default 48)",
+    "VOICESTREAM_MAX_PHONEMES": "phonemes per synthesis request: its work (default 5000)",
+    "VOICESTREAM_KEEPALIVE_S": "seconds of silence with requests unfinished before the server sends queued (default 5)",
+    "VOICESTREAM_BODY_TIMEOUT_S": "seconds a client may take to send a POST body (default 10)",
     # the speak function
     "SPEECH_UPSTREAM": "the speech server's protocol: kokoro (default; our Kokoro server) or vllm-omni (Qwen3-TTS)",
     "KOKORO_WS_URL": "the Kokoro server's base or bidi URL (local runs); exclusive with SAGEMAKER_ENDPOINT_NAME",
@@ -196,6 +203,10 @@ class ServerSettings:
     device: str | None = None
     derived_dir: Path | None = None  # None: the engine's default (beside the model, else the cache)
     decoder_windows: DecoderWindows | None = None  # None: the engine's default plan
+    g2p_workers: int = 2  # G2P worker processes of the ONNX engine
+    g2p_timeout_s: float = 5.0  # one request's G2P, at most
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this
+    max_connections: int = 256  # uvicorn's limit_concurrency: beyond it, 503
 
     def __post_init__(self) -> None:
         if self.device is not None and self.device.split(":", 1)[0] not in DEVICES:
@@ -204,6 +215,13 @@ class ServerSettings:
             raise ConfigError(f"synth_workers must be at least 1, got {self.synth_workers}")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"threads must be at least 1, got {self.threads}")
+        for name in ("g2p_workers", "max_connections"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("g2p_timeout_s", "header_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
 
 
 def server_settings(env: Env | None = None) -> ServerSettings:
@@ -213,6 +231,13 @@ def server_settings(env: Env | None = None) -> ServerSettings:
     if level not in get_args(LogLevel):
         raise ConfigError(f"VOICESTREAM_LOG_LEVEL={level!r} must be one of {', '.join(get_args(LogLevel))}")
     workers = env.integer("VOICESTREAM_SYNTH_WORKERS", minimum=1)
+    defaults = ServerSettings()
+    g2p_timeout = env.number("VOICESTREAM_G2P_TIMEOUT_S")
+    header_timeout = env.number("VOICESTREAM_HEADER_TIMEOUT_S")
+    if g2p_timeout is not None and g2p_timeout <= 0:
+        raise ConfigError(f"VOICESTREAM_G2P_TIMEOUT_S={g2p_timeout!r} must be positive")
+    if header_timeout is not None and header_timeout <= 0:
+        raise ConfigError(f"VOICESTREAM_HEADER_TIMEOUT_S={header_timeout!r} must be positive")
     return ServerSettings(
         host=env.text("VOICESTREAM_HOST") or DEFAULT_HOST,
         port=env.integer("VOICESTREAM_PORT", minimum=0) or DEFAULT_PORT,
@@ -224,6 +249,10 @@ def server_settings(env: Env | None = None) -> ServerSettings:
         device=(env.text("VOICESTREAM_DEVICE") or "").lower() or None,
         derived_dir=env.path("VOICESTREAM_DERIVED_DIR"),
         decoder_windows=decoder_windows(env),
+        g2p_workers=env.integer("VOICESTREAM_G2P_WORKERS", minimum=1) or defaults.g2p_workers,
+        g2p_timeout_s=defaults.g2p_timeout_s if g2p_timeout is None else g2p_timeout,
+        header_timeout_s=defaults.header_timeout_s if header_timeout is None else header_timeout,
+        max_connections=env.integer("VOICESTREAM_MAX_CONNECTIONS", minimum=1) or defaults.max_connections,
     )
 
 

@@ -31,7 +31,8 @@ from voicestream.wire.framing import SSEDecoder, SSEEvent
 
 def post(server: LiveServer, body: object, **kwargs: object) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{server.http_url}/invocations", content=content, timeout=120, **kwargs)  # type: ignore[arg-type]
+    headers = {"content-type": "application/json"}
+    return httpx.post(f"{server.http_url}/invocations", content=content, headers=headers, timeout=120, **kwargs)  # type: ignore[arg-type]
 
 
 def sse_events(response_chunks: Iterator[bytes]) -> list[SSEEvent]:

@@ -64,6 +64,9 @@ def closed_port() -> int:
 # --- bad input: clear 4xx ------------------------------------------------------------------------
 
 
+JSON = {"content-type": "application/json"}
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
@@ -89,7 +92,7 @@ def closed_port() -> int:
 )
 async def test_bad_input_is_a_clear_4xx(speak_server: SpeakServer, body: bytes, status: int, code: str) -> None:
     async with httpx.AsyncClient(timeout=30) as client:
-        response = await client.post(f"{speak_server.url}/speak", content=body)
+        response = await client.post(f"{speak_server.url}/speak", content=body, headers=JSON)
     assert response.status_code == status
     assert response.json()["code"] == code
     assert response.json()["message"]

@@ -280,6 +280,20 @@ def test_function_url_streams_with_iam_auth_by_default(transform: Transform, aut
     assert template["Conditions"]["PublicSpeakUrl"] == {"Fn::Equals": [{"Ref": "FunctionUrlAuthType"}, "NONE"]}
 
 
+def test_function_url_cors_is_off_unless_origins_are_given(transform: Transform) -> None:
+    """No CORS by default: a web page on another origin cannot read (or preflight) the URL."""
+    default = transform()
+    (url,) = [r for r in default["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
+    cors = url["Properties"]["Cors"]
+    assert cors["Fn::If"][0] == "SpeakCorsEnabled" and cors["Fn::If"][2] == {"Ref": "AWS::NoValue"}
+    allowed = cors["Fn::If"][1]
+    assert allowed["AllowOrigins"] == {"Ref": "SpeakCorsOrigins"} and allowed["AllowMethods"] == ["POST"]
+    assert "content-type" in allowed["AllowHeaders"]
+    assert default["Parameters"]["SpeakCorsOrigins"]["Default"] == ""
+    enabled = default["Conditions"]["SpeakCorsEnabled"]
+    assert enabled == {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "SpeakCorsOrigins"}]}, ""]}]}
+
+
 def test_speak_environment_configures_the_app(transform: Transform) -> None:
     template = transform()
     variables = template["Resources"]["SpeakFunction"]["Properties"]["Environment"]["Variables"]

@@ -73,7 +73,8 @@ class FakeResponseStreamRuntime:
             return _error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
         body = await request.body()
         self.calls.append({"endpoint": name, "body": body.decode()})
-        headers = {"content-type": "application/json"}
+        # SageMaker hands the container the caller's ContentType as Content-Type.
+        headers = {"content-type": request.headers.get("content-type", "application/octet-stream")}
         custom_attributes = request.headers.get(CUSTOM_ATTRIBUTES)
         if custom_attributes is not None:
             headers[CUSTOM_ATTRIBUTES] = custom_attributes

@@ -56,6 +56,9 @@ class FaultyEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.real.voices()
 
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        return self.real.count_phonemes(texts, voice)
+
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         if self.trigger in text:
             raise RuntimeError(f"injected engine fault on {text!r}")

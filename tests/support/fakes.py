@@ -4,6 +4,7 @@
   counts what it synthesized and can be made slow or faulty for one trigger word. With
   `words=True` it times every word as an engine with a duration predictor does: word i starts
   at the samples of the characters before it, and each chunk carries the words that start in it.
+  `G2PToneEngine` is one whose work check runs a real `G2P` worker pool (with a test builder).
 - `MemoryChannel`: the WebSocket as `ServerSession` sees it (its `Channel` protocol), in memory.
 - `MemoryTransport`: a `kokoro_client.Transport` wired straight to a real `ServerSession` on the
   same event loop through a `MemoryChannel`, so the real client talks to the real server
@@ -26,11 +27,12 @@ from typing import Any, Literal
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
+from voicestream.engine.g2p import G2P
 from voicestream.engine.voices import OFFICIAL_VOICES
 from voicestream.kokoro_client.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.kokoro_client.transport import FrameMode, Payload
 from voicestream.kokoro_server.runtime import ServerRuntime
-from voicestream.kokoro_server.session import ServerSession
+from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
 
 Message = MutableMapping[str, Any]
@@ -100,6 +102,18 @@ class ToneEngine(SpeechEngine):
             begins, ends = start / SAMPLE_RATE, (start + count) / SAMPLE_RATE
             words = tuple(word for word in timings if begins <= word.start_s < ends)
             yield AudioChunk(samples=(0.3 * np.sin(phase)).astype(np.float32), words=words)
+
+
+class G2PToneEngine(ToneEngine):
+    """A ToneEngine whose work check (`count_phonemes`) converts text in `g2p`'s worker
+    processes, as the ONNX engine does: the server's G2P path, without misaki or the model."""
+
+    def __init__(self, g2p: G2P, **options: Any) -> None:
+        super().__init__(**options)
+        self.g2p = g2p
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        return sum(len(phonemes.text) for phonemes in self.g2p.phonemize_many(texts, "en-us"))
 
 
 class MemoryChannel:
@@ -190,6 +204,9 @@ class MemoryTransport:
         if isinstance(item, int):
             if item == 1000:
                 return None
+            if item == CLOSE_TRY_AGAIN_LATER:  # as WebSocketTransport: a refusal, worth retrying
+                reason = self.channel.close_reason
+                raise SessionConnectError(f"{self.description}: refused, close code {item}", server_code=reason)
             raise ConnectionLostError(f"{self.description}: close code {item} {self.channel.close_reason!r}")
         return item
 

@@ -13,6 +13,7 @@ from voicestream.engine.base import (
     WordTiming,
 )
 from voicestream.engine.encoders import to_pcm16
+from voicestream.engine.g2p import G2PSettings
 from voicestream.env import BACKENDS, Backend, DecoderWindows
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
@@ -23,6 +24,7 @@ __all__ = [
     "AudioChunk",
     "Backend",
     "EngineError",
+    "G2PSettings",
     "InvalidRequestError",
     "SpeechEngine",
     "UnknownVoiceError",
@@ -41,19 +43,21 @@ def create_engine(
     *,
     derived_dir: Path | None = None,
     decoder_windows: DecoderWindows | None = None,
+    g2p: G2PSettings | None = None,
 ) -> SpeechEngine:
     """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
     `threads` None: the engine's default. `device` None lets the backend choose (torch: CUDA when
     available); "cuda" makes loading fail when CUDA is not usable, instead of quietly running on
     the CPU. `derived_dir` and `decoder_windows` (onnx): where derived graphs live, and the
-    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults."""
+    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults. `g2p`
+    (onnx): its G2P worker processes."""
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
         from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine, window_plan
 
         plan = DEFAULT_WINDOWS if decoder_windows is None else window_plan(decoder_windows)
-        return OnnxEngine(model_dir=model_dir, threads=threads, decoder_windows=plan, derived_dir=derived_dir)
+        return OnnxEngine(model_dir=model_dir, threads=threads, decoder_windows=plan, derived_dir=derived_dir, g2p=g2p)
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch import TorchEngine
@@ -63,9 +67,14 @@ def create_engine(
 
 
 def load_engine(
-    backend: Backend = "onnx", model_dir: Path | None = None, threads: int | None = None, device: str | None = None
+    backend: Backend = "onnx",
+    model_dir: Path | None = None,
+    threads: int | None = None,
+    device: str | None = None,
+    *,
+    g2p: G2PSettings | None = None,
 ) -> SpeechEngine:
     """Create and load an engine: weights verified and loaded, G2P warmed."""
-    engine = create_engine(backend, model_dir, threads, device)
+    engine = create_engine(backend, model_dir, threads, device, g2p=g2p)
     engine.load()
     return engine

@@ -9,12 +9,13 @@ several worker threads at the same time.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from voicestream.engine.normalize import normalize_text
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.words import WordTiming as WordTiming  # the wire's type: engines stamp it on chunks
@@ -57,6 +58,13 @@ class UnsupportedLanguageError(InvalidRequestError):
     code = ErrorCode.UNSUPPORTED_LANGUAGE
 
 
+class TextTooComplexError(InvalidRequestError):
+    """The text is more work than a request may be: too many phonemes, or G2P too slow."""
+
+    code = ErrorCode.TEXT_TOO_COMPLEX
+    status = 413
+
+
 @dataclass(frozen=True, slots=True)
 class AudioChunk:
     """A piece of synthesized audio: float32 mono samples at SAMPLE_RATE in [-1, 1].
@@ -80,7 +88,8 @@ def check_speed(speed: float) -> float:
 
 
 def check_text(text: str) -> str:
-    stripped = text.strip()
+    """The text an engine speaks: normalized (`engine.normalize`), stripped, not empty."""
+    stripped = normalize_text(text).strip()
     if not stripped:
         raise EmptyTextError()
     return stripped
@@ -130,3 +139,20 @@ class SpeechEngine(abc.ABC):
 
     @abc.abstractmethod
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]: ...
+
+    def count_phonemes(self, texts: Sequence[str], voice: str = DEFAULT_VOICE) -> int:
+        """The phonemes `synthesize` would speak for `texts` (a request's sentences): the
+        measure of a request's work. Raises what synthesis would (empty text, unknown voice,
+        text_too_complex when G2P runs out of time)."""
+        if not self._loaded:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        self.validate_voice(voice)
+        return self._count_phonemes([check_text(text) for text in texts], voice)
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        """Engines with a G2P count its output; this default (no G2P) counts characters. An
+        engine that wraps another must delegate here, or the wrapped G2P's work goes unmeasured."""
+        return sum(len(text) for text in texts)
+
+    def close(self) -> None:  # noqa: B027  # a hook: most engines hold nothing but memory
+        """Release what the engine holds beyond memory (worker processes). Idempotent."""

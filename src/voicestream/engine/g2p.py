@@ -1,27 +1,66 @@
-"""Text to Kokoro phonemes with misaki (the G2P that `kokoro` itself uses), offline.
+"""Text to Kokoro phonemes with misaki (the G2P that `kokoro` itself uses), offline, in worker processes.
 
 English (US/GB) uses misaki's lexicon + spaCy tagger with espeak-ng as the out-of-vocabulary
 fallback; Spanish, French, Hindi, Italian and Portuguese use misaki's espeak-ng G2P. Japanese
 and Chinese need misaki's extra dependencies, which this install does not carry.
+
+Why processes: misaki is superlinear on some inputs (200 characters of "a-a-a-…" take seconds,
+1000 apostrophes minutes), espeak-ng keeps process-global state and misaki's English G2P is not
+documented as re-entrant. One lock around one in-process G2P let one session's pathological
+text stall every other session's first audio. Here each worker process owns its own G2P, so
+sessions convert text side by side, and a conversion that runs past `G2PSettings.timeout_s` is
+stopped the only way Python can stop CPU-bound work: its worker is killed (and replaced), and
+the request fails with `text_too_complex`. A small cache makes a text phonemized for the
+work-budget check (`SpeechEngine.count_phonemes`) free to synthesize right after.
+
+Workers are forked from a fork server (multiprocessing's "forkserver": a fresh single-threaded
+process, never this multi-threaded one) that built the English G2P once (`g2p_preload`), so a
+worker that replaces a killed one is ready in milliseconds instead of re-loading spaCy and the
+lexicons for seconds, and the workers share those pages copy-on-write. As with any
+multiprocessing start method but fork, a script that loads an engine needs the usual
+`if __name__ == "__main__":` guard.
 """
 
 from __future__ import annotations
 
+import collections
+import gc
+import multiprocessing
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.context import BaseContext
+from typing import Any, Final
 
-from voicestream.engine.base import UnsupportedLanguageError
+from pebble import ProcessExpired, ProcessPool
+
+from voicestream.engine.base import EngineError, TextTooComplexError, UnsupportedLanguageError
 
 # Kokoro's hard limit on phonemes per inference (its context length minus the two pad tokens).
 MAX_PHONEMES = 510
 
 # misaki's espeak G2P language names for the non-English voices.
 ESPEAK_LANGUAGES = {"es": "es", "fr-fr": "fr-fr", "hi": "hi", "it": "it", "pt-br": "pt-br"}
+LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES)
 
 # Break preference when a text's phonemes exceed MAX_PHONEMES: sentence ends, then clauses, then words.
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
+
+
+@dataclass(frozen=True, slots=True)
+class G2PSettings:
+    """`workers`: G2P processes (conversions that run at once); `timeout_s`: the longest one
+    conversion (one request's text, or one sentence) may take before it is stopped."""
+
+    workers: int = 2
+    timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"G2P workers must be at least 1, got {self.workers}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"the G2P timeout must be a positive number of seconds, got {self.timeout_s}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +94,11 @@ class Phonemes:
             )
             pieces.append(Phonemes(piece, words))
         return pieces
+
+
+Phonemizer = Callable[[str], Phonemes]
+Builder = Callable[[str], Phonemizer]
+"""Builds the phonemizer of one language inside a worker (a module-level function: it is pickled)."""
 
 
 def align_words(tokens: Sequence[Any], unknown: str = "❓") -> Phonemes:
@@ -97,32 +141,145 @@ def align_words(tokens: Sequence[Any], unknown: str = "❓") -> Phonemes:
 
 
 class G2P:
-    """Thread-safe, lazily built phonemizers per language.
+    """Thread-safe text → phonemes over a pool of worker processes (see the module docstring).
 
-    espeak-ng keeps process-global state and misaki's English G2P is not documented as
-    re-entrant, so every conversion holds one lock; it costs milliseconds, inference runs outside it.
-    """
+    `build` makes a language's phonemizer inside a worker (tests pass their own). The pool
+    starts on first use; `warm` starts it and loads English in every worker."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._phonemizers: dict[str, Callable[[str], Phonemes]] = {}
+    def __init__(
+        self, settings: G2PSettings | None = None, *, build: Builder | None = None, cache_size: int = 512
+    ) -> None:
+        self.settings = settings or G2PSettings()
+        self._build = build or build_phonemizer
+        self._pool: ProcessPool | None = None
+        self._pool_lock = threading.Lock()
+        self._cache: collections.OrderedDict[tuple[str, str], Phonemes] = collections.OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
 
     def phonemize(self, text: str, language: str) -> str:
         return self.phonemize_words(text, language).text
 
     def phonemize_words(self, text: str, language: str) -> Phonemes:
         """The phonemes of `text` and, for English, where each word's phonemes are."""
-        with self._lock:
-            phonemizer = self._phonemizers.get(language)
-            if phonemizer is None:
-                phonemizer = self._phonemizers[language] = _build(language)
-            return phonemizer(text)
+        return self.phonemize_many([text], language)[0]
+
+    def phonemize_many(self, texts: Sequence[str], language: str) -> list[Phonemes]:
+        """The phonemes of each text, converted in ONE worker task bounded by the timeout."""
+        if language not in LANGUAGES and self._build is build_phonemizer:
+            raise _unsupported(language)
+        found = [self._cached(language, text) for text in texts]
+        missing = sorted({text for text, phonemes in zip(texts, found, strict=True) if phonemes is None})
+        if missing:
+            converted = dict(zip(missing, self._convert(missing, language), strict=True))
+            self._remember(language, converted)
+            found = [converted.get(text, phonemes) for text, phonemes in zip(texts, found, strict=True)]
+        return [phonemes or Phonemes("") for phonemes in found]
 
     def warm(self, language: str = "en-us") -> None:
-        self.phonemize("Hello.", language)
+        """Start every worker (each loads `language` as it starts) and wait until one answers."""
+        self._convert(["Hello."], language)
+
+    def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            _stop_pool(pool)
+
+    def _convert(self, texts: list[str], language: str) -> list[Phonemes]:
+        future = self._workers().schedule(_phonemize_in_worker, (texts, language), timeout=self.settings.timeout_s)
+        try:
+            return future.result()
+        except TimeoutError:
+            raise TextTooComplexError(
+                f"the text took longer than {self.settings.timeout_s:g} s to convert to phonemes "
+                f"({sum(map(len, texts))} characters); simplify or shorten it"
+            ) from None
+        except ProcessExpired as error:  # espeak-ng crashed the worker: the pool starts another
+            raise EngineError(f"the G2P worker died: {error}") from None
+
+    def _workers(self) -> ProcessPool:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ProcessPool(
+                    max_workers=self.settings.workers,
+                    initializer=_start_worker,
+                    initargs=(self._build, ("en-us",)),
+                    context=_worker_context(preload=self._build is build_phonemizer),
+                )
+                weakref.finalize(self, _stop_pool, self._pool)
+            return self._pool
+
+    def _cached(self, language: str, text: str) -> Phonemes | None:
+        with self._cache_lock:
+            phonemes = self._cache.get((language, text))
+            if phonemes is not None:
+                self._cache.move_to_end((language, text))
+            return phonemes
+
+    def _remember(self, language: str, converted: dict[str, Phonemes]) -> None:
+        with self._cache_lock:
+            for text, phonemes in converted.items():
+                self._cache[(language, text)] = phonemes
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
 
 
-def _build(language: str) -> Callable[[str], Phonemes]:
+def _worker_context(preload: bool) -> BaseContext:
+    """Never fork this process itself: it runs threads (onnxruntime, asyncio, the pool's own),
+    and a fork keeps their locks but not the threads. The fork server is a fresh process; with
+    `preload` it builds the English G2P before forking anyone (module docstring). A builder of
+    a test's own gets plain spawn: nothing to share."""
+    if not preload:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["voicestream.engine.g2p_preload"])  # read when the server starts
+    return context
+
+
+def _stop_pool(pool: ProcessPool) -> None:
+    pool.stop()  # type: ignore[no-untyped-call]  # pebble leaves stop() unannotated
+    pool.join(timeout=5)
+
+
+# --- inside the fork server and the worker processes ---------------------------------------------
+
+_worker_build: Builder | None = None
+_phonemizers: dict[tuple[Builder, str], Phonemizer] = {}
+
+
+def preload(languages: Sequence[str]) -> None:
+    """Build these languages' phonemizers now; in the fork server, every worker forked from it
+    then starts with them. Frozen for the GC, so that collections in the workers do not touch
+    (and so copy) the shared pages."""
+    for language in languages:
+        if (build_phonemizer, language) not in _phonemizers:
+            _phonemizers[(build_phonemizer, language)] = build_phonemizer(language)
+    gc.freeze()
+
+
+def _start_worker(build: Builder, languages: tuple[str, ...]) -> None:
+    global _worker_build
+    _worker_build = build
+    for language in languages:
+        _worker_phonemizer(language)
+
+
+def _worker_phonemizer(language: str) -> Phonemizer:
+    assert _worker_build is not None, "the worker was not started with _start_worker"
+    phonemizer = _phonemizers.get((_worker_build, language))
+    if phonemizer is None:
+        phonemizer = _phonemizers[(_worker_build, language)] = _worker_build(language)
+    return phonemizer
+
+
+def _phonemize_in_worker(texts: list[str], language: str) -> list[Phonemes]:
+    phonemizer = _worker_phonemizer(language)
+    return [phonemizer(text) for text in texts]
+
+
+def build_phonemizer(language: str) -> Phonemizer:
+    """misaki's phonemizer of `language` (what every worker process runs)."""
     if language in ("en-us", "en-gb"):
         from misaki import en, espeak
 
@@ -146,7 +303,11 @@ def _build(language: str) -> Callable[[str], Phonemes]:
             return Phonemes(str(phonemes).strip())
 
         return espeak_phonemes
-    raise UnsupportedLanguageError(
+    raise _unsupported(language)
+
+
+def _unsupported(language: str) -> UnsupportedLanguageError:
+    return UnsupportedLanguageError(
         f"voices of language {language!r} need misaki's {language} extra, which this install does not "
         "include; use an English (a*/b*), Spanish, French, Hindi, Italian or Portuguese voice"
     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +27,11 @@ import numpy.typing as npt
 from voicestream import env
 from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
-from voicestream.engine.g2p import G2P, Phonemes
+from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
-from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
+from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
 from voicestream.engine.windows import WindowPlan
 from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.env import DecoderWindows
@@ -72,13 +71,15 @@ class OnnxEngine(SpeechEngine):
         spinning: bool = False,
         lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD,
         lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES,
+        g2p: G2PSettings | None = None,
     ) -> None:
         """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
         are derived (default: `derived/` beside the model when it holds them or is writable, else
         voicestream's cache). `spinning`: onnxruntime's busy-waiting threads (split_runtime.py).
         `lookahead`: how a long piece's head is encoded first (lookahead.py); None: never.
         `lead_in_frames`: frames of the leading silence kept before a piece's first phoneme;
-        None: all of it (the original graph's samples, with `decoder_windows=None`)."""
+        None: all of it (the original graph's samples, with `decoder_windows=None`). `g2p`: its
+        worker processes (each conversion time-bounded: g2p.py)."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
@@ -87,9 +88,8 @@ class OnnxEngine(SpeechEngine):
         self.spinning = spinning
         self.lookahead = lookahead
         self.lead_in_frames = lead_in_frames
-        self._g2p = G2P()
-        self._voice_cache: dict[str, VoiceArray] = {}
-        self._voice_lock = threading.Lock()
+        self._g2p = G2P(g2p)
+        self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._split: SplitKokoro | None = None
         self._vocab: dict[str, int] = {}
@@ -117,18 +117,12 @@ class OnnxEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
+    def close(self) -> None:
+        self._g2p.close()
+
     def _voice(self, spec: str) -> VoiceArray:
-        """The (blended) style table of a voice spec, cached per spec."""
-        with self._voice_lock:
-            cached = self._voice_cache.get(spec)
-            if cached is not None:
-                return cached
-            blend = parse_voice_spec(spec, self.voices())
-            table = np.zeros(VOICE_SHAPE, dtype=np.float32)
-            for name, weight in blend.parts:
-                table += weight * self._voice_file(name)
-            self._voice_cache[spec] = table
-            return table
+        """The (blended) style table of a voice spec (cached by canonical blend, bounded)."""
+        return self._voice_tables.get(spec)
 
     def _voice_file(self, name: str) -> VoiceArray:
         assert self._assets is not None
@@ -144,6 +138,11 @@ class OnnxEngine(SpeechEngine):
         """The pieces with their words (English voices; other languages carry no words)."""
         language = parse_voice_spec(voice, self.voices()).language
         return self._g2p.phonemize_words(text, language).pieces()
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
+        language = parse_voice_spec(voice, self.voices()).language
+        return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
 
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
 from voicestream.engine.kokoro_split import ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
+from voicestream.engine.ort_options import run_options, session_options
 from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
 
 
@@ -73,28 +74,30 @@ class SplitKokoro:
         here: a window is a short run with many parallel sections, and a spinning thread burns a
         core that the other thread, or another synthesis, needs; on a shared 2-core machine
         spinning made windowed decoding 20% slower than whole sentences, without it they break
-        even (docs/engine.md)."""
+        even (docs/engine.md). Every run gives the arena's free blocks back when it ends
+        (ort_options.py): one long sentence must not raise the process's memory for good."""
         import onnxruntime
 
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
+        options = session_options(onnxruntime, threads)
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         providers = ["CPUExecutionProvider"]
         self._encoder: Any = onnxruntime.InferenceSession(str(graphs.encoder), options, providers=providers)
         self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
         self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
+        self._run_options = run_options(onnxruntime)
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
         inputs = {"tokens": tokens, "style": style, "speed": np.array([speed], dtype=np.float32)}
-        outputs = dict(zip(ENCODER_OUTPUTS, self._encoder.run(list(ENCODER_OUTPUTS), inputs), strict=True))
+        outputs = dict(
+            zip(ENCODER_OUTPUTS, self._encoder.run(list(ENCODER_OUTPUTS), inputs, self._run_options), strict=True)
+        )
         return SentenceFeatures(**outputs)
 
     def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
         """The audio of the window's generator span (600 samples per frame)."""
-        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window))
-        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden))
+        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window), self._run_options)
+        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden), self._run_options)
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
     def stream(

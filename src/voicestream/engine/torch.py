@@ -153,6 +153,10 @@ class TorchEngine(SpeechEngine):
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
         return [phonemes for phonemes, _ in self._phonemize(" ".join(text.split()), voice)]
 
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        # In-process G2P under the lock (the ONNX engine's runs in time-bounded worker processes).
+        return sum(len(piece) for text in texts for piece in self.phonemes(text, voice))
+
     def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
         return self._run(self._prepare(text, voice, speed))

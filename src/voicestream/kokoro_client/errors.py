@@ -19,10 +19,16 @@ class SessionError(CodedError):
 
 
 class SessionConnectError(SessionError):
-    """The session could not be opened (refused, unreachable, rejected, or timed out)."""
+    """The session could not be opened (refused, unreachable, rejected, or timed out): worth
+    retrying later. `server_code` is the server's own reason when it refused the session after
+    the handshake (`server_busy`, `not_ready`), else None."""
 
     code = ErrorCode.TTS_UNAVAILABLE
     status = 503
+
+    def __init__(self, message: str, *, server_code: str | None = None) -> None:
+        super().__init__(message)
+        self.server_code = server_code
 
 
 class SessionTimeoutError(SessionError):

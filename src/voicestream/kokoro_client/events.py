@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from voicestream.wire.bidi import Cancelled, Pong, SessionClosed, SynthesisStart, Words
+from voicestream.wire.bidi import Cancelled, Pong, Queued, SessionClosed, SynthesisStart, Words
 from voicestream.wire.errors import ErrorMessage
 from voicestream.wire.words import WordTiming
 
@@ -83,7 +83,7 @@ class RequestCompleted:
     timings: RequestTimings
 
 
-Event = SynthesisStart | Words | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed
+Event = SynthesisStart | Words | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed | Queued
 
 __all__ = [
     "Audio",
@@ -92,6 +92,7 @@ __all__ = [
     "Event",
     "Outcome",
     "Pong",
+    "Queued",
     "RequestCompleted",
     "RequestTimings",
     "SessionClosed",

@@ -32,6 +32,7 @@ from voicestream.wire.bidi import (
     Config,
     Ping,
     Pong,
+    Queued,
     SessionClosed,
     SynthesisComplete,
     SynthesisStart,
@@ -55,6 +56,10 @@ from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
 from .transport import FrameMode, Payload, Transport
 
 logger = logging.getLogger(__name__)
+
+# The codes a server refuses a whole session with, right after the handshake (then it closes
+# with 1013): the session was never open, so the caller may try again later.
+REFUSAL_CODES = frozenset({ErrorCode.SERVER_BUSY, ErrorCode.NOT_READY})
 
 _Item = tuple[float, Payload | SessionError | None]
 """What the reader hands the consumer: when it arrived, and a message, a failure or the end (None)."""
@@ -422,10 +427,10 @@ class BidiSession:
                     f"{self.transport.description} ended the stream with {len(self._pending)} request(s) outstanding"
                 )
                 raise self._failure
-            self._progress_at = max(self._progress_at, received_at)
+            self._progress_at = max(self._progress_at, received_at)  # any frame is progress (`queued` too)
             try:
                 event = self._interpret(payload, received_at)
-            except ProtocolViolationError as exc:
+            except SessionError as exc:  # a contract violation, or the server refused the session
                 self._failure = exc
                 raise
             if event is not None:
@@ -469,6 +474,11 @@ class BidiSession:
                 timings=timing,
             )
         if isinstance(message, ErrorMessage):
+            if message.request_id is None and message.code in REFUSAL_CODES:
+                raise SessionConnectError(
+                    f"{self.transport.description} refused the session [{message.code}]: {message.message}",
+                    server_code=message.code,
+                )
             if message.request_id is not None and message.request_id in self._pending:
                 self._finish(self._pending[message.request_id], at, "error")
             return message
@@ -483,6 +493,8 @@ class BidiSession:
             return message
         if isinstance(message, SessionClosed):
             self._server_closed = True
+            return message
+        if isinstance(message, Queued):  # keepalive: the silence clock was reset above
             return message
         raise AssertionError(f"unhandled server message {message!r}")  # pragma: no cover
 

@@ -48,12 +48,25 @@ def http_base_url(url: str) -> str:
     return base
 
 
+# RFC 6455 "try again later": the server refused the session (busy, or its model still loading).
+CLOSE_TRY_AGAIN_LATER = 1013
+
+
 def _describe_close(exc: ConnectionClosed) -> str:
     frame = exc.rcvd or exc.sent
     if frame is None:
         return "connection dropped without a close frame"
     reason = f" {frame.reason!r}" if frame.reason else ""
     return f"close code {frame.code}{reason}"
+
+
+def _closed_error(description: str, exc: ConnectionClosed) -> ConnectionLostError | SessionConnectError:
+    """A refusal (1013, reason = the server's code) is a connect error: worth retrying later."""
+    if exc.rcvd is not None and exc.rcvd.code == CLOSE_TRY_AGAIN_LATER:
+        return SessionConnectError(
+            f"{description} refused the session: {_describe_close(exc)}", server_code=exc.rcvd.reason or None
+        )
+    return ConnectionLostError(f"{description}: {_describe_close(exc)}")
 
 
 class WebSocketTransport:
@@ -116,7 +129,7 @@ class WebSocketTransport:
         try:
             await ws.send(payload)
         except ConnectionClosed as exc:
-            raise ConnectionLostError(f"{self.description}: {_describe_close(exc)}") from exc
+            raise _closed_error(self.description, exc) from exc
 
     async def receive(self) -> Payload | None:
         ws = self._connection()
@@ -125,7 +138,7 @@ class WebSocketTransport:
         except ConnectionClosedOK:
             return None
         except ConnectionClosed as exc:
-            raise ConnectionLostError(f"{self.description}: {_describe_close(exc)}") from exc
+            raise _closed_error(self.description, exc) from exc
 
     async def close(self) -> None:
         if self._closed:

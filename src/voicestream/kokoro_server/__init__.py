@@ -24,8 +24,9 @@ def settings_with(**overrides: Any) -> env.ServerSettings:
 
 def engine_factory(settings: env.ServerSettings) -> Callable[[], SpeechEngine]:
     """The engine to load in the background (the server answers /ping 503 meanwhile)."""
-    from voicestream.engine import create_engine
+    from voicestream.engine import G2PSettings, create_engine
 
+    g2p = G2PSettings(workers=settings.g2p_workers, timeout_s=settings.g2p_timeout_s)
     return lambda: create_engine(
         settings.backend,
         settings.model_dir,
@@ -33,13 +34,16 @@ def engine_factory(settings: env.ServerSettings) -> Callable[[], SpeechEngine]:
         settings.device,
         derived_dir=settings.derived_dir,
         decoder_windows=settings.decoder_windows,
+        g2p=g2p,
     )
 
 
 def serve(app: ASGIApp, settings: env.ServerSettings) -> None:
-    """Run an app under uvicorn until interrupted, with our JSON logs (server or local stack)."""
+    """Run an app under uvicorn until interrupted, with our JSON logs (server or local stack)
+    and the HTTP limits of `voicestream.httpserver` (header deadline, connection cap)."""
     import uvicorn
 
+    from voicestream.httpserver import uvicorn_options
     from voicestream.kokoro_server.logs import logging_config
 
     uvicorn.run(
@@ -49,6 +53,7 @@ def serve(app: ASGIApp, settings: env.ServerSettings) -> None:
         ws="websockets-sansio",
         log_config=logging_config(settings.log_level),
         timeout_graceful_shutdown=5,
+        **uvicorn_options(settings.header_timeout_s, settings.max_connections),
     )
 
 

@@ -56,7 +56,7 @@ async def invocations(request: Request) -> Any:
             CodedError(f"the model is {runtime.readiness.value}", code=ErrorCode.NOT_READY, status=503)
         )
     try:
-        body = await read_body(request, runtime.limits.max_message_bytes)
+        body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
         invocation = parse_invocation_request(body, runtime.limits)
         voice = invocation.voice or DEFAULT_VOICE
         runtime.engine.validate_voice(voice)

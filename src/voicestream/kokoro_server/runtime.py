@@ -3,7 +3,9 @@ workers and the session count.
 
 The engine loads and warms up in a background thread while the server already answers
 /ping with 503; synthesis steps run in a bounded pool of worker threads, never on the event
-loop, so one slow synthesis cannot stall other sessions' sockets.
+loop, so one slow synthesis cannot stall other sessions' sockets. A request's G2P (its work
+check, `SpeechEngine.count_phonemes`) waits in threads of its own: a text whose G2P runs long
+holds no synthesis worker while its conversion runs (or is stopped) in a G2P process.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 WARM_UP_TEXT = "Ready."
+# Threads that wait on G2P (the ONNX engine converts in worker processes; these only wait).
+G2P_WAITERS = 4
 
 
 class Readiness(StrEnum):
@@ -66,6 +70,7 @@ class ServerRuntime:
         self._engine: SpeechEngine | None = None
         self._warm_up_text = warm_up_text
         self._executor = ThreadPoolExecutor(max_workers=synth_workers, thread_name_prefix="voicestream-synth")
+        self._g2p_executor = ThreadPoolExecutor(max_workers=G2P_WAITERS, thread_name_prefix="voicestream-g2p")
         self._steps_lock = threading.Lock()
 
     @property
@@ -112,6 +117,11 @@ class ServerRuntime:
     def close(self) -> None:
         # Steps already running finish on their own (one engine chunk); queued ones are dropped.
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._g2p_executor.shutdown(wait=False, cancel_futures=True)
+        # An engine the runtime built (from a factory) is the runtime's to release; one it was
+        # given belongs to the caller, who may share it between apps.
+        if self._engine is not None and self._engine is not self._engine_source:
+            self._engine.close()
 
     def try_open_session(self) -> bool:
         if self.stats.sessions_active >= self.limits.max_sessions:
@@ -128,6 +138,11 @@ class ServerRuntime:
         """Run one CPU-bound step in a synthesis worker thread and await its result."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: self._counted(function, *args, **kwargs))
+
+    async def in_g2p(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a G2P step (a request's work check) in a G2P waiter thread and await its result."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._g2p_executor, lambda: function(*args, **kwargs))
 
     def _counted(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         with self._steps_lock:

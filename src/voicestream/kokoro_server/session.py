@@ -8,7 +8,10 @@ Three tasks per session:
   still being sent (pipelining). The outbox holds one request ahead, so at most two requests'
   audio is buffered and memory stays bounded however slow the client is;
 - the send task sends one request at a time: synthesis_start, its audio frames, then
-  synthesis_complete (or error), so audio of different requests never interleaves.
+  synthesis_complete (or error), so audio of different requests never interleaves. While it
+  waits for audio that is not there yet (the request waits for a synthesis worker, or its
+  synthesis runs long) it sends `queued` every `keepalive_s`, so the client's silence timeout
+  does not mistake a busy server for a dead one.
 
 `cancel` tears the synthesis and send tasks down and starts fresh ones; a disconnect or the
 end of the session cancels them, which abandons the engine step in flight (at most one chunk).
@@ -24,7 +27,7 @@ import uuid
 from collections.abc import Coroutine, MutableMapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
@@ -42,6 +45,7 @@ from voicestream.wire.bidi import (
     Config,
     Ping,
     Pong,
+    Queued,
     ServerMessage,
     SessionClosed,
     SynthesisComplete,
@@ -55,6 +59,7 @@ from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import make_audio_frames_safe
 
 Message = MutableMapping[str, Any]
+Item = TypeVar("Item")
 # What sending to or receiving from a peer that has gone raises (uvicorn's is an OSError).
 DISCONNECT_ERRORS: Final = (WebSocketDisconnect, WebSocketDisconnected, OSError)
 
@@ -123,6 +128,7 @@ class ServerSession:
         self._closing = False
         self._opened_at = time.perf_counter()
         self._last_input_at = self._opened_at
+        self._last_sent_at = self._opened_at
         self._tasks: list[asyncio.Task[None]] = []
         self._requests: asyncio.Queue[SpeechRequest] = asyncio.Queue()
         self._outbox: asyncio.Queue[RequestAudio] = asyncio.Queue(maxsize=1)
@@ -364,13 +370,13 @@ class ServerSession:
 
     async def _send_loop(self) -> None:
         while True:
-            audio = await self._outbox.get()
+            audio = await self._next_or_keepalive(self._outbox, None)
             request = audio.request
             request_id_var.set(request.request_id)
             await self._send_control(SynthesisStart(request.request_id, request.format, SAMPLE_RATE, request.voice))
             sample_width = 1 if request.format == "mp3" else 2
             first_audio_ms: float | None = None
-            while (frame := await audio.frames.get()) is not None:
+            while (frame := await self._next_or_keepalive(audio.frames, request.request_id)) is not None:
                 if not isinstance(frame, bytes):
                     await self._send_control(Words(request.request_id, frame))
                     continue
@@ -403,17 +409,36 @@ class ServerSession:
                 synth_ms=_ms(stats.synth_s),
                 total_ms=total_ms,
                 sentences=stats.sentences,
+                phonemes=stats.phonemes,
             )
             if not self._pending:
                 self._wake.set()
 
+    async def _next_or_keepalive(self, queue: asyncio.Queue[Item], request_id: str | None) -> Item:
+        """The queue's next item; meanwhile, while requests are unfinished, a `queued` keepalive
+        each time nothing was sent for `keepalive_s`."""
+        while True:
+            timeout = None
+            if self._pending:
+                timeout = max(0.0, self._last_sent_at + self.limits.keepalive_s - time.perf_counter())
+            try:
+                async with asyncio.timeout(timeout):
+                    return await queue.get()
+            except TimeoutError:
+                waiting_for = request_id or next(iter(self._pending), None)
+                if waiting_for is not None:
+                    waited = _ms(time.perf_counter() - self._last_sent_at)
+                    await self._send_control(Queued(request_id=waiting_for, waited_ms=waited))
+
     async def _send_control(self, message: ServerMessage) -> None:
         async with self._send_lock:
             await self.channel.send_text(encode_server_message(message))
+            self._last_sent_at = time.perf_counter()
 
     async def _send_audio(self, frame: bytes) -> None:
         async with self._send_lock:
             await self.channel.send_bytes(frame)
+            self._last_sent_at = time.perf_counter()
         # A send into a writable socket never suspends: yield, so that a burst of frames lets
         # other sessions run and a disconnect is noticed before the next frame.
         await asyncio.sleep(0)

@@ -1,12 +1,13 @@
 """A validated speech request, and its audio: sentences synthesized in turn, encoded, framed.
 
-POST /invocations, the bidirectional session and /v1/audio/speech stream requests through this:
-`frames()` yields the encoded audio, `items()` also the word timings of what comes next (a
-`WordTiming` tuple, in seconds of the request's audio, yielded before the frames that speak
-them). Each
-engine step (G2P of a sentence, one inference) runs in a synthesis worker thread and the
-frames are yielded as soon as they exist; a consumer that stops iterating stops the work
-after the step in flight, so a cancelled or disconnected request costs at most one step.
+POST /invocations, the bidirectional session and /v1/audio/speech stream requests through this.
+First the request's work is measured: the phonemes of all its sentences (one G2P task,
+time-bounded), and a request over `Limits.max_phonemes` is refused with text_too_complex before
+any audio. Then `frames()` yields the encoded audio, `items()` also the word timings of what
+comes next (a `WordTiming` tuple, in seconds of the request's audio, yielded before the frames
+that speak them). Each engine step (one inference) runs in a synthesis worker thread and the
+frames are yielded as soon as they exist; a consumer that stops iterating stops the work after
+the step in flight, so a cancelled or disconnected request costs at most one step.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from voicestream.chunker import split_sentences
-from voicestream.engine.base import AudioChunk, WordTiming
+from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
 from voicestream.engine.encoders import EncodedFormat, Framer, create_encoder
+from voicestream.engine.normalize import normalize_text
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE
 
@@ -44,6 +46,7 @@ class StreamStats:
     audio_samples: int = 0  # samples synthesized (24 kHz)
     synth_s: float = 0.0  # time spent in engine steps
     sentences: int = 0
+    phonemes: int = 0  # the request's work, counted before synthesis
 
     @property
     def audio_ms(self) -> float:
@@ -73,8 +76,9 @@ class AudioStream:
         request = self.request
         encoder = create_encoder(request.format, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
         framer = Framer.for_encoder(encoder, limits.frame_ms)
-        sentences = split_sentences(request.text) if self.runtime.split_requests else []
-        for sentence in sentences or [request.text]:
+        sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
+        sentences = await self._check_work(sentences)
+        for sentence in sentences:
             self.stats.sentences += 1
             self.runtime.stats.sentences_started += 1
             sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
@@ -96,3 +100,18 @@ class AudioStream:
         for frame in [*framer.push(encoder.finish()), *framer.flush()]:
             self.stats.audio_bytes += len(frame)
             yield frame
+
+    async def _check_work(self, sentences: list[str]) -> list[str]:
+        """The sentences there is something to say in, once the request's work is known to be
+        within `max_phonemes`; TextTooComplexError (before any audio) otherwise."""
+        spoken = [sentence for sentence in sentences if normalize_text(sentence).strip()]
+        if not spoken:
+            raise EmptyTextError()
+        engine, limit = self.runtime.engine, self.runtime.limits.max_phonemes
+        self.stats.phonemes = await self.runtime.in_g2p(engine.count_phonemes, spoken, self.request.voice)
+        if self.stats.phonemes > limit:
+            raise TextTooComplexError(
+                f"the text is {self.stats.phonemes} phonemes of speech; one request may have at most {limit}: "
+                "split it into several requests"
+            )
+        return spoken

@@ -26,7 +26,7 @@ from voicestream.wire.framing import ResponseTransport
 from voicestream.wire.speak import CONTENT_TYPES, SpeakEvent, encode_event
 
 from .config import SpeakConfig
-from .request import MAX_BODY_BYTES, SpeakRequest, parse_speak_request
+from .request import BODY_TIMEOUT_S, MAX_BODY_BYTES, SpeakRequest, parse_speak_request
 from .run import SpeakOptions, run_speak
 from .sources import BedrockModelFactory, ReplaySource, StrandsSource, TextSource
 from .telemetry import ReplyObserver, Telemetry
@@ -89,7 +89,7 @@ def create_app(
         cid = telemetry.bind(request.headers)
         headers = {"x-correlation-id": cid}
         try:
-            body = parse_speak_request(await read_body(request, MAX_BODY_BYTES))
+            body = parse_speak_request(await read_body(request, MAX_BODY_BYTES, BODY_TIMEOUT_S))
             config.check_request(body.speed, body.format)
         except ProtocolError as error:
             telemetry.logger.info("speak refused", extra={"status_code": error.status, "code": error.code})

@@ -23,6 +23,8 @@ from voicestream.wire.speak import Mode
 from .sources import Pace
 
 MAX_BODY_BYTES: Final = 64 * 1024
+# Seconds a caller may take to send the body (the function URL buffers it; locally it is a socket).
+BODY_TIMEOUT_S: Final = 10.0
 MAX_PROMPT_CHARS: Final = 8000
 # A text is spoken as it is; batch mode sends it as one request, so the speech server's
 # per-request limit applies.

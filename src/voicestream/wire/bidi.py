@@ -74,6 +74,14 @@ class Limits:
     # Audio buffered ahead of the socket per request: synthesis pauses when it is full.
     max_buffered_audio_s: float = 30.0
     mp3_bitrate_kbps: int = 48
+    # The work of one request: its text's phonemes (prose is about one per character; digits,
+    # symbols and letters spelled out expand it). Refused upfront with text_too_complex.
+    max_phonemes: int = 5000
+    # While requests are unfinished and nothing else was sent for this long, the server sends
+    # `queued`, so that a client's silence timeout never mistakes a busy server for a dead one.
+    keepalive_s: float = 5.0
+    # Seconds a client may take to send a POST body (answered 408 request_timeout).
+    body_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -199,10 +207,24 @@ class SessionClosed:
     type: ClassVar[str] = "session_closed"
 
 
-ServerMessage: TypeAlias = SynthesisStart | SynthesisComplete | Words | ErrorMessage | Cancelled | Pong | SessionClosed
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """Keepalive: `request_id` is accepted and not finished, and nothing else was sent for
+    `waited_ms` (it waits for a synthesis worker, or its synthesis is still running). A
+    client counts it as progress for its silence timeout."""
+
+    request_id: str
+    waited_ms: float
+    type: ClassVar[str] = "queued"
+
+
+ServerMessage: TypeAlias = (
+    SynthesisStart | SynthesisComplete | Words | ErrorMessage | Cancelled | Pong | SessionClosed | Queued
+)
 
 _SERVER_TYPES: dict[str, type[ServerMessage]] = {
-    cls.type: cls for cls in (SynthesisStart, SynthesisComplete, Words, ErrorMessage, Cancelled, Pong, SessionClosed)
+    cls.type: cls
+    for cls in (SynthesisStart, SynthesisComplete, Words, ErrorMessage, Cancelled, Pong, SessionClosed, Queued)
 }
 
 

@@ -28,10 +28,12 @@ class ErrorCode(StrEnum):
     UNKNOWN_FIELD = "unknown_field"
     MESSAGE_TOO_LARGE = "message_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    REQUEST_TIMEOUT = "request_timeout"
     # what to speak and how
     MISSING_TEXT = "missing_text"
     EMPTY_TEXT = "empty_text"
     TEXT_TOO_LONG = "text_too_long"
+    TEXT_TOO_COMPLEX = "text_too_complex"
     UNKNOWN_VOICE = "unknown_voice"
     INVALID_SPEED = "invalid_speed"
     INVALID_FORMAT = "invalid_format"
@@ -124,6 +126,8 @@ class CodedError(Exception):
 _STATUS_OF: dict[str, int] = {
     ErrorCode.MESSAGE_TOO_LARGE: 413,
     ErrorCode.TEXT_TOO_LONG: 413,
+    ErrorCode.TEXT_TOO_COMPLEX: 413,
+    ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.PROMPT_TOO_LONG: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
 }

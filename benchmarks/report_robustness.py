@@ -1,0 +1,201 @@
+"""REPORT.md's sections for issue 17 (benchmarks/soak.py, memory.py, robustness.py): rendered by
+report.py like every other section; kept here so that report.py only lists them.
+
+Each function takes the report (for `head`, `image`, `sections`, `load`) and its JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+Json = dict[str, Any]
+
+
+class Page(Protocol):
+    sections: list[str]
+
+    def head(self, row: list[str]) -> None: ...
+
+    def image(self, filename: str, alt: str) -> str: ...
+
+    def load(self, name: str) -> Json | None: ...
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _yes(condition: bool) -> str:
+    return "**yes**" if condition else "**no**"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else (f"{value:,.0f} ms" if abs(value) >= 100 else f"{value:.1f} ms")
+
+
+def _command(report: Json) -> str:
+    return f"Command: `{report.get('command', 'n/a')}` (started {report.get('started', 'n/a')})."
+
+
+def soak(page: Page, r: Json) -> None:
+    flat = r["flatness"]
+    unexpected = r["unexpected"]
+    ok = bool(flat["flat"]) and flat["tasks_end"] <= flat["tasks_start"] and not unexpected
+    page.head(
+        [
+            f"8. Soak, {r['sessions']} sessions (normal, dropped, blend churn, hostile, long): memory flat",
+            "not measured",
+            "idle RSS ≤ +5% after warm-up; tasks back to start; every outcome as expected",
+            f"**{flat['growth_after_warm_up_pct']:+.1f}%** ({flat['rss_after_warm_up_mib']:.0f} → "
+            f"{flat['rss_end_mib']:.0f} MiB), tasks {flat['tasks_start']} → {flat['tasks_end']}, "
+            f"{len(unexpected)} unexpected, {r['wall_s']:.0f} s",
+            _yes(ok),
+        ]
+    )
+    rows = [
+        [kind, ", ".join(f"{outcome}: {count}" for outcome, count in sorted(outcomes.items()))]
+        for kind, outcomes in sorted(r["outcomes"].items())
+    ]
+    page.sections.append(
+        "\n\n".join(
+            [
+                "## 8. Soak: memory and tasks over many sessions",
+                f"{r['sessions']} sessions, {r['concurrency']} at a time, against the in-process server (real model, "
+                "real sockets; the clients share its process): short sentences spoken to the end, sessions dropped "
+                "(TCP abort) at their first audio frame, short sentences in a voice blend no session used before, "
+                "hostile texts (`'9' * 2000`, one letter with 1,999 accents, `'a-' * 150`) and 450-character "
+                "sentences (one ~500-phoneme piece each, the arena's largest). They run in ten rounds; after each, "
+                "once the server is idle, RSS and the server loop's asyncio tasks are sampled (the light line: "
+                "samples under load, which catch syntheses at their peak). The warm-up round first speaks in "
+                f"{r.get('prefill_blends', 0)} distinct blends, so the bounded blend cache is full before memory is "
+                f"judged. Memory flat: idle RSS at the end (median of the last three idle samples) is at most "
+                f"{flat['goal_pct']:g}% above idle RSS after the warm-up (the worst idle sample: "
+                f"{flat.get('worst_idle_growth_pct', float('nan')):+.1f}%). G2P processes "
+                f"(proportional set size): {flat['g2p_processes_pss_start_mib']:.0f} → "
+                f"{flat['g2p_processes_pss_end_mib']:.0f} MiB. Wall time {r['wall_s']:.0f} s.",
+                _table(["kind", "outcomes"], rows),
+                "Unexpected outcomes: " + ("none." if not unexpected else "; ".join(unexpected[:10])),
+                page.image("soak_memory.png", "RSS and tasks over the soak"),
+                _command(r),
+            ]
+        )
+    )
+
+
+def memory(page: Page, r: Json) -> None:
+    configs = r["configs"]
+    chosen, default = configs[r["chosen"]], configs["default_arena"]
+    rtf = r["rtf_vs_default_arena"][r["chosen"]]
+    page.head(
+        [
+            "9. RSS kept after long inputs: default arena → " + r["chosen"].replace("_", " "),
+            "issue 17: 420 → 670 MB, kept",
+            "near the baseline; real-time factor not materially worse",
+            f"+{default['rss_kept_mib']:.0f} MiB → **+{chosen['rss_kept_mib']:.0f} MiB**; RTF ×{rtf}",
+            _yes(chosen["rss_kept_mib"] < 0.1 * chosen["rss_baseline_mib"] and rtf is not None and rtf <= 1.1),
+        ]
+    )
+    rows = [
+        [
+            f"`{name}`" + (" (chosen)" if name == r["chosen"] else ""),
+            f"{config['rss_baseline_mib']:.0f} MiB",
+            f"{config['rss_peak_mib']:.0f} MiB",
+            f"{config['rss_after_mib']:.0f} MiB",
+            f"+{config['rss_kept_mib']:.0f} MiB",
+            f"{config['rtf_medium']}",
+            f"{r['rtf_vs_default_arena'][name]}",
+        ]
+        for name, config in configs.items()
+    ]
+    page.sections.append(
+        "\n\n".join(
+            [
+                "## 9. Memory after long inputs: onnxruntime's arena",
+                "Each setting in a fresh process on the real model: RSS after short warm-up inputs (baseline), "
+                "its peak over three 503-phoneme inputs, RSS after short inputs again, and the real-time factor "
+                f"of a medium sentence (medians of {r['repeats']} repeats, settings rotated). The engine uses the "
+                "chosen one (`voicestream.engine.ort_options`).",
+                _table(["setting", "baseline", "peak", "after", "kept", "RTF (medium)", "RTF / default"], rows),
+                _command(r),
+            ]
+        )
+    )
+
+
+def robustness(page: Page, r: Json) -> None:
+    before = page.load("robustness_before")
+    label = "before the fix" if before else "before: not measured"
+
+    def contended(report: Json | None, name: str) -> str:
+        if report is None:
+            return "n/a"
+        iso = report["isolation"][name]
+        alone, busy = iso["b_first_audio_alone_ms"]["median"], iso["b_first_audio_contended_ms"]["median"]
+        return f"{_ms(busy)} vs {_ms(alone)} alone (×{iso['contended_over_alone']['median']})"
+
+    for name, what in (("accents", "'a' + 1,999 accents"), ("dashes", "'a-' * 150")):
+        after_ratio = r["isolation"][name]["contended_over_alone"]["median"]
+        page.head(
+            [
+                f"10. Another session's first audio while {what} sits in G2P",
+                f"{label}: {contended(before, name)}",
+                "not held up by another session's G2P (≤ 3x: it only shares the 2 cores with it)",
+                contended(r, name),
+                _yes(after_ratio is not None and after_ratio <= 3.0),
+            ]
+        )
+
+    def work(report: Json | None, name: str) -> str:
+        if report is None:
+            return "n/a"
+        w = report["work"][name]
+        if w.get("status") is None:
+            return f"no answer within the cap ({w.get('note', '')})"
+        if w["status"] != 200:
+            return f"{w['status']} `{w.get('code')}` in {_ms(w['answer_ms'])}"
+        done = "complete" if w.get("completed") else "still streaming at the cap"
+        return f"200, {w.get('audio_s', 0)} s of audio in {_ms(w['total_ms'])} ({done})"
+
+    page.head(
+        [
+            "10. POST /invocations `'9' * 2000` (inside the 2,000-character limit)",
+            f"{label}: {work(before, 'nines_2000')}",
+            "bounded work: refused at once, coded",
+            work(r, "nines_2000"),
+            _yes(r["work"]["nines_2000"].get("code") == "text_too_complex"),
+        ]
+    )
+    blends_after = r["blends"]["rss_growth_mib"]
+    blends_before = "n/a" if before is None else f"+{before['blends']['rss_growth_mib']:.0f} MiB"
+    page.head(
+        [
+            "10. RSS after 500 distinct voice blends",
+            f"{label}: {blends_before} (issue: +247 MB)",
+            "bounded (LRU of 32 tables, 16 MiB)",
+            f"+{blends_after:.0f} MiB",
+            _yes(blends_after <= 20),
+        ]
+    )
+    rows = []
+    for name in r["work"]:
+        rows.append([f"`{name}`", work(before, name), work(r, name)])
+    iso_rows = [[name, contended(before, name), contended(r, name)] for name in r["isolation"]]
+    page.sections.append(
+        "\n\n".join(
+            [
+                "## 10. Hostile input: bounded work, isolated G2P, bounded blends (issue 17)",
+                "The same script against the same in-process server, on the code before the fix "
+                "(`robustness_before.json`, run with that checkout's `src` on PYTHONPATH) and after "
+                "(`robustness.json`). Work: long digit runs on POST /invocations, capped at "
+                f"{r.get('cap_s', 60)} s on the client. Isolation: session B says “Hello there.” alone, then "
+                "while session A's text sits in G2P; B's time to first audio, medians of "
+                f"{r['repeats']} repeats, and the median of per-repeat ratios.",
+                _table(["long number", "before", "after"], rows),
+                _table(["A's text", "before: B contended vs alone", "after"], iso_rows),
+                f"Blends: 500 distinct blend strings' tables built in the server process: RSS {blends_before} "
+                f"before, +{blends_after:.0f} MiB after.",
+                _command(r) + ("" if before is None else f" Before: `{before.get('command', 'n/a')}`."),
+            ]
+        )
+    )
