@@ -28,8 +28,10 @@ from voicestream.wire.bidi import Limits
 
 HUGE = "1" + "0" * 400  # an integer JSON allows and no float can hold
 JSON = {"content-type": "application/json"}
-# 600 characters that normalization leaves alone and misaki's G2P needs minutes for.
-PATHOLOGICAL = "a-" * 300
+# Four ~300-character sentences (the chunker's cut) that normalization leaves alone and misaki's
+# G2P needs ~7 s each for on a quiet 2-core machine: ~30 s in one G2P task, twice the patient
+# engine's limit whatever the machine's speed. (Distinct sentences: equal ones convert once.)
+PATHOLOGICAL = " ".join("a-" * (150 - n) + "a." for n in range(4))
 
 
 def post_invocation(server: LiveServer, raw: str) -> httpx.Response:

@@ -30,8 +30,12 @@ class WindowPlan:
     first: int = 12  # frames of the first window's core: sets the first audio's latency
     growth: float = 1.5  # each later core is this many times the one before...
     largest: int = 96  # ...up to this many frames
-    context: int = 6  # generator frames computed on each side of a core (its receptive field)
-    frontend_context: int = 10  # frontend frames computed on each side of the generator's span
+    # Generator frames computed on each side of a core. Its receptive field is 6 frames, but
+    # its instance norms normalise over the span: with 6, short sentences lost words to the
+    # ASR ("meet at noon" heard as "meet in Newnd"); 12 (and 8 below) heard every test sentence
+    # as the whole-sentence decode does (docs/engine.md, "Quality gate").
+    context: int = 12
+    frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
 
     def __post_init__(self) -> None:
