@@ -6,8 +6,8 @@ p50/p95 across sessions, completion, aggregate audio seconds per wall second, er
 
 Then a second server on the same engine with a small session limit (`--limit`, the
 VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
-to connect and must get a clean `server_busy` error and `session_closed`, and a held session
-must still speak afterwards.
+to connect and must be refused with a clean `server_busy` (the client raises it from `connect()`
+as SessionConnectError with that server code), and a held session must still speak afterwards.
 
     .venv/bin/python benchmarks/concurrency.py [--levels 1 2 4 8] [--repeats 1] [--limit 4]
 """
@@ -30,7 +30,7 @@ from common import (
     write_json,
 )
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, SessionClosed, SessionError
+from voicestream.kokoro_client import BidiSession, SessionClosed, SessionConnectError, SessionError
 from voicestream.texts import paragraph
 from voicestream.wire.bidi import Limits
 from voicestream.wire.errors import ErrorMessage
@@ -79,6 +79,9 @@ async def refused(url: str) -> dict[str, Any]:
                 elif isinstance(event, SessionClosed):
                     seen["session_closed"] = True
                     seen["reason"] = event.reason
+    except SessionConnectError as exc:  # refused after the handshake: the server's reason
+        seen["error_code"] = exc.server_code
+        seen["client_error"] = f"{type(exc).__name__}: {exc}"
     except SessionError as exc:
         seen["client_error"] = f"{type(exc).__name__}: {exc}"
     seen["answered_ms"] = round((time.perf_counter() - started) * 1000, 1)

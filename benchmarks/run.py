@@ -22,7 +22,8 @@ from typing import Any
 
 from common import RESULTS, ROOT, machine, write_json
 
-# (name, script and arguments). Repeat counts keep the run short on 2 cores; the last four are issue 15's and 18's.
+# (name, script and arguments). Repeat counts keep the run short on 2 cores. The torch engine's
+# first-audio benchmark runs in its own environment: .venv-torch/bin/python benchmarks/torch_first_audio.py
 STEPS: list[tuple[str, list[str]]] = [
     ("engine", ["benchmarks/engine.py", "--repeats", "2"]),
     ("isolated", ["benchmarks/isolated.py", "--repeats", "5"]),
@@ -36,6 +37,11 @@ STEPS: list[tuple[str, list[str]]] = [
     ("demo_ratio", ["benchmarks/demo_ratio.py", "--repeats", "3"]),
     ("first_clause", ["benchmarks/first_clause.py"]),
     ("engine_word_timings", ["benchmarks/engine_word_timings.py"]),
+    ("word_timings", ["benchmarks/word_timings.py"]),
+    ("openai_speech", ["benchmarks/openai_speech.py", "--repeats", "3"]),
+    ("robustness", ["benchmarks/robustness.py"]),
+    ("memory", ["benchmarks/memory.py"]),
+    ("soak", ["benchmarks/soak.py", "--sessions", "1000"]),
     ("plots", ["benchmarks/plots.py"]),
 ]
 # Last, after run.json holds the totals it shows.

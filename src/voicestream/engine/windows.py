@@ -28,8 +28,11 @@ class WindowPlan:
     """Window sizes in frames (25 ms each at Kokoro's 600 samples per frame)."""
 
     first: int = 12  # frames of the first window's core: sets the first audio's latency
-    growth: float = 1.5  # each later core is this many times the one before...
-    largest: int = 96  # ...up to this many frames
+    # Each later core is `growth` times the one before, up to `largest` frames. Doubling to 192
+    # pays the context below fewer times than 1.5 to 96: RTF 1.09-1.10x whole-sentence
+    # decoding against 1.16-1.23x, no stall (benchmarks/first_audio_length.py --plans).
+    growth: float = 2.0
+    largest: int = 192
     # Generator frames computed on each side of a core. Its receptive field is 6 frames, but
     # its instance norms normalise over the span: with 6, short sentences lost words to the
     # ASR ("meet at noon" heard as "meet in Newnd"); 12 (and 8 below) heard every test sentence
@@ -37,6 +40,12 @@ class WindowPlan:
     context: int = 12
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
+
+    @property
+    def max_frontend_frames(self) -> int:
+        """The most frames one window's frontend can span: the largest core (a last sliver
+        shorter than `first` joins it) and both contexts on each side."""
+        return self.largest + self.first + 2 * (self.context + self.frontend_context)
 
     def __post_init__(self) -> None:
         if self.first < 1 or self.largest < self.first:
