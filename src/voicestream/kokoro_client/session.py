@@ -53,6 +53,7 @@ from .errors import (
     SessionTimeoutError,
 )
 from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
+from .inbox import Inbox
 from .transport import FrameMode, Payload, Transport
 
 logger = logging.getLogger(__name__)
@@ -135,8 +136,7 @@ class BidiSession:
         """Seconds `connect()` took (TCP/TLS, handshake, and for SageMaker the HTTP/2 stream)."""
         self._state = SessionState.NEW
         self._reader: asyncio.Task[None] | None = None
-        self._inbox: deque[_Item] = deque()
-        self._signal = asyncio.Event()
+        self._inbox: Inbox[_Item] = Inbox()
         self._send_lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._pending: dict[str, RequestTimings] = {}
@@ -147,7 +147,6 @@ class BidiSession:
         self._ended = False
         self._failure: SessionError | None = None
         self._current: RequestTimings | None = None
-        self._progress_at = time.perf_counter()
 
     # --- construction helpers ---------------------------------------------------------------
 
@@ -241,7 +240,7 @@ class BidiSession:
             await self._abort()
             raise
         self.connect_s = time.perf_counter() - started
-        self._progress_at = time.perf_counter()
+        self._inbox.start_clock()
         self._reader = asyncio.create_task(self._read_loop(), name="bidi-session-reader")
 
     async def close(self) -> None:
@@ -277,7 +276,7 @@ class BidiSession:
                 reader.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reader
-        self._signal.set()
+        self._inbox.wake()
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -349,8 +348,8 @@ class BidiSession:
     def _expect(self) -> None:
         """Something new awaits an answer: the silence clock starts now if it was idle."""
         if not self._expecting():
-            self._progress_at = time.perf_counter()
-        self._signal.set()
+            self._inbox.start_clock()
+        self._inbox.wake()
 
     def _expecting(self) -> bool:
         return bool(self._pending) or self._pings > 0 or bool(self._cancels) or self._close_sent
@@ -371,35 +370,27 @@ class BidiSession:
         try:
             while True:
                 payload = await self.transport.receive()
-                self._inbox.append((time.perf_counter(), payload))
-                self._signal.set()
+                self._inbox.put((time.perf_counter(), payload))
                 if payload is None:
                     return
         except SessionError as exc:
-            self._inbox.append((time.perf_counter(), exc))
+            self._inbox.put((time.perf_counter(), exc))
         except Exception as exc:  # a transport bug must reach the consumer, not hang it
             logger.exception("bidi transport failed")
-            self._inbox.append((time.perf_counter(), ConnectionLostError(f"{self.transport.description}: {exc!r}")))
-        self._signal.set()
+            self._inbox.put((time.perf_counter(), ConnectionLostError(f"{self.transport.description}: {exc!r}")))
 
     async def _next_item(self) -> _Item:
-        while True:
-            if self._inbox:
-                return self._inbox.popleft()
+        while not self._inbox:
             if self._reader is None or (self._state is SessionState.CLOSED and self._reader.done()):
                 raise SessionClosedError("the session is closed")
-            timeout: float | None = None
-            if self._expecting():
-                timeout = self._progress_at + self.silence_timeout - time.perf_counter()
-                if timeout <= 0:
-                    raise SessionTimeoutError(
-                        f"no frame from {self.transport.description} for {self.silence_timeout} s "
-                        f"with {len(self._pending)} request(s) outstanding"
-                    )
-            self._signal.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._signal.wait()
+            await self._inbox.wait(
+                self.silence_timeout if self._expecting() else None,
+                lambda: (
+                    f"no frame from {self.transport.description} for {self.silence_timeout} s "
+                    f"with {len(self._pending)} request(s) outstanding"
+                ),
+            )
+        return self._inbox.pop()
 
     async def events(self) -> AsyncGenerator[Event]:
         """Everything the server says, in order, until the session ends.
@@ -427,7 +418,7 @@ class BidiSession:
                     f"{self.transport.description} ended the stream with {len(self._pending)} request(s) outstanding"
                 )
                 raise self._failure
-            self._progress_at = max(self._progress_at, received_at)  # any frame is progress (`queued` too)
+            self._inbox.progress(received_at)  # any frame is progress (`queued` too)
             try:
                 event = self._interpret(payload, received_at)
             except SessionError as exc:  # a contract violation, or the server refused the session

@@ -72,6 +72,7 @@ from .errors import (
     SessionTimeoutError,
 )
 from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
+from .inbox import Inbox
 from .session import SessionState
 from .transport import Payload, Transport
 
@@ -205,13 +206,11 @@ class VllmOmniSession:
         """audio.start/audio.done pairs per request (one per sentence the server spoke for it)."""
         self._state = SessionState.NEW
         self._conn: _Connection | None = None
-        self._inbox: deque[_Item] = deque()
-        self._signal = asyncio.Event()
+        self._inbox: Inbox[_Item] = Inbox()
         self._send_lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._pending: dict[str, _Request] = {}
         self._pings: list[set[str]] = []  # per ping: the requests it waits for
-        self._progress_at = time.perf_counter()
         self._failure: SessionError | None = None
         self._end_pushed = False
         self._ended = False
@@ -292,7 +291,7 @@ class VllmOmniSession:
             self._state = SessionState.CLOSED
             raise
         self.connect_s = time.perf_counter() - started
-        self._progress_at = time.perf_counter()
+        self._inbox.start_clock()
 
     async def close(self) -> None:
         """`session.close`, wait (at most `close_timeout`) for the server to close, release all.
@@ -413,9 +412,10 @@ class VllmOmniSession:
             raise SessionClosedError(f"the session is {self._state.value}")
 
     def _expect(self) -> None:
+        """Something new awaits an answer: the silence clock starts now if it was idle."""
         if not self._expecting():
-            self._progress_at = time.perf_counter()
-        self._signal.set()
+            self._inbox.start_clock()
+        self._inbox.wake()
 
     def _expecting(self) -> bool:
         return bool(self._pending) or bool(self._pings) or self._state is SessionState.CLOSING
@@ -525,8 +525,9 @@ class VllmOmniSession:
                     return
                 if payload is None:
                     break
-                self._progress_at = time.perf_counter()
-                self._on_message(conn, payload, self._progress_at)
+                received_at = time.perf_counter()
+                self._inbox.progress(received_at)
+                self._on_message(conn, payload, received_at)
         except ProtocolViolationError as exc:
             if not conn.retired:
                 self._fail(exc)
@@ -739,25 +740,22 @@ class VllmOmniSession:
 
     def _push(self, item: Event) -> None:
         if not self._end_pushed:
-            self._inbox.append(item)
-            self._signal.set()
+            self._inbox.put(item)
 
     def _push_end(self, last: Event | None) -> None:
         if self._end_pushed:
             return
         if last is not None:
-            self._inbox.append(last)
-        self._inbox.append(None)
+            self._inbox.put(last)
+        self._inbox.put(None)
         self._end_pushed = True
-        self._signal.set()
 
     def _fail(self, error: SessionError) -> None:
         if self._failure is not None or self._end_pushed:
             return
         self._failure = error
-        self._inbox.append(error)
+        self._inbox.put(error)
         self._end_pushed = True
-        self._signal.set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -767,25 +765,19 @@ class VllmOmniSession:
     # --- the consumer -------------------------------------------------------------------------
 
     async def _next_item(self) -> _Item:
-        while True:
-            if self._inbox:
-                return self._inbox.popleft()
+        while not self._inbox:
             if self._ended:
                 return None
             if self._state is SessionState.NEW:
                 raise SessionClosedError("the session is not connected")
-            timeout: float | None = None
-            if self._expecting():
-                timeout = self._progress_at + self.silence_timeout - time.perf_counter()
-                if timeout <= 0:
-                    raise SessionTimeoutError(
-                        f"no message from {self.description} for {self.silence_timeout} s "
-                        f"with {len(self._pending)} request(s) outstanding"
-                    )
-            self._signal.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._signal.wait()
+            await self._inbox.wait(
+                self.silence_timeout if self._expecting() else None,
+                lambda: (
+                    f"no message from {self.description} for {self.silence_timeout} s "
+                    f"with {len(self._pending)} request(s) outstanding"
+                ),
+            )
+        return self._inbox.pop()
 
     async def events(self) -> AsyncGenerator[Event]:
         """Everything the session has to say, in order, until it ends (after `close()`).
