@@ -302,7 +302,7 @@ def bench_sentences() -> list[str]:
 
 
 @pytest.mark.slow
-def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngine, original_engine: OnnxEngine) -> None:
+def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(engine: OnnxEngine, original_engine: OnnxEngine) -> None:
     """The reference is the original model's output (whole sentence, leading silence kept).
     Whisper tiny.en flips a word or two on some sentences between renderings that differ
     inaudibly: the leading silence's length alone changes 2 of these 15 sentences' transcripts
@@ -317,4 +317,6 @@ def test_streamed_speech_is_heard_exactly_like_whole_sentences(engine: OnnxEngin
         print(f"WER streamed {streamed_wer:.3f} whole {whole_wer:.3f}: {sentence}")
     streamed_total = sum(r[1] for r in results)
     whole_total = sum(r[2] for r in results)
-    assert streamed_total == whole_total, results
+    # Not worse than the original: Whisper hearing a word MORE right in the streamed audio (the
+    # lead-in cut changes the rendering) is no loss of quality.
+    assert streamed_total <= whole_total, results
