@@ -44,7 +44,7 @@ def soak(page: Page, r: Json) -> None:
     ok = bool(flat["flat"]) and flat["tasks_end"] <= flat["tasks_start"] and not unexpected
     page.head(
         [
-            f"8. Soak, {r['sessions']} sessions (normal, dropped, blend churn, hostile, long): memory flat",
+            f"15. Soak, {r['sessions']} sessions (normal, dropped, blend churn, hostile, long): memory flat",
             "not measured",
             "idle RSS ≤ +5% after warm-up; tasks back to start; every outcome as expected",
             f"**{flat['growth_after_warm_up_pct']:+.1f}%** ({flat['rss_after_warm_up_mib']:.0f} → "
@@ -60,7 +60,7 @@ def soak(page: Page, r: Json) -> None:
     page.sections.append(
         "\n\n".join(
             [
-                "## 8. Soak: memory and tasks over many sessions",
+                "## 15. Soak: memory and tasks over many sessions",
                 f"{r['sessions']} sessions, {r['concurrency']} at a time, against the in-process server (real model, "
                 "real sockets; the clients share its process): short sentences spoken to the end, sessions dropped "
                 "(TCP abort) at their first audio frame, short sentences in a voice blend no session used before, "
@@ -89,7 +89,7 @@ def memory(page: Page, r: Json) -> None:
     rtf = r["rtf_vs_default_arena"][r["chosen"]]
     page.head(
         [
-            "9. RSS kept after long inputs: default arena → " + r["chosen"].replace("_", " "),
+            "16. RSS kept after long inputs: default arena → " + r["chosen"].replace("_", " "),
             "issue 17: 420 → 670 MB, kept",
             "near the baseline; real-time factor not materially worse",
             f"+{default['rss_kept_mib']:.0f} MiB → **+{chosen['rss_kept_mib']:.0f} MiB**; RTF ×{rtf}",
@@ -111,7 +111,7 @@ def memory(page: Page, r: Json) -> None:
     page.sections.append(
         "\n\n".join(
             [
-                "## 9. Memory after long inputs: onnxruntime's arena",
+                "## 16. Memory after long inputs: onnxruntime's arena",
                 "Each setting in a fresh process on the real model: RSS after short warm-up inputs (baseline), "
                 "its peak over three 503-phoneme inputs, RSS after short inputs again, and the real-time factor "
                 f"of a medium sentence (medians of {r['repeats']} repeats, settings rotated). The engine uses the "
@@ -138,7 +138,7 @@ def robustness(page: Page, r: Json) -> None:
         after_ratio = r["isolation"][name]["contended_over_alone"]["median"]
         page.head(
             [
-                f"10. Another session's first audio while {what} sits in G2P",
+                f"17. Another session's first audio while {what} sits in G2P",
                 f"{label}: {contended(before, name)}",
                 "not held up by another session's G2P (≤ 3x: it only shares the 2 cores with it)",
                 contended(r, name),
@@ -159,7 +159,7 @@ def robustness(page: Page, r: Json) -> None:
 
     page.head(
         [
-            "10. POST /invocations `'9' * 2000` (inside the 2,000-character limit)",
+            "17. POST /invocations `'9' * 2000` (inside the 2,000-character limit)",
             f"{label}: {work(before, 'nines_2000')}",
             "bounded work: refused at once, coded",
             work(r, "nines_2000"),
@@ -170,7 +170,7 @@ def robustness(page: Page, r: Json) -> None:
     blends_before = "n/a" if before is None else f"+{before['blends']['rss_growth_mib']:.0f} MiB"
     page.head(
         [
-            "10. RSS after 500 distinct voice blends",
+            "17. RSS after 500 distinct voice blends",
             f"{label}: {blends_before} (issue: +247 MB)",
             "bounded (LRU of 32 tables, 16 MiB)",
             f"+{blends_after:.0f} MiB",
@@ -184,7 +184,7 @@ def robustness(page: Page, r: Json) -> None:
     page.sections.append(
         "\n\n".join(
             [
-                "## 10. Hostile input: bounded work, isolated G2P, bounded blends (issue 17)",
+                "## 17. Hostile input: bounded work, isolated G2P, bounded blends (issue 17)",
                 "The same script against the same in-process server, on the code before the fix "
                 "(`robustness_before.json`, run with that checkout's `src` on PYTHONPATH) and after "
                 "(`robustness.json`). Work: long digit runs on POST /invocations, capped at "

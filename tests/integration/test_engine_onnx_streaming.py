@@ -302,7 +302,9 @@ def bench_sentences() -> list[str]:
 
 
 @pytest.mark.slow
-def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(engine: OnnxEngine, original_engine: OnnxEngine) -> None:
+def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(
+    engine: OnnxEngine, original_engine: OnnxEngine
+) -> None:
     """The reference is the original model's output (whole sentence, leading silence kept).
     Whisper tiny.en flips a word or two on some sentences between renderings that differ
     inaudibly: the leading silence's length alone changes 2 of these 15 sentences' transcripts
