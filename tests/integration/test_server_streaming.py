@@ -64,7 +64,7 @@ class RecordingEngine(SpeechEngine):
 
 async def test_cancel_mid_sentence_stops_within_one_window(kokoro_engine: SpeechEngine) -> None:
     windows_in_sentence = sum(1 for _ in kokoro_engine.synthesize(LONG))
-    assert windows_in_sentence >= 8
+    assert windows_in_sentence >= 5  # enough that stopping early shows (12, 24, 48, 96, 192, ... frames)
     engine = RecordingEngine(kokoro_engine)
     with start_server(create_app(engine, Limits())) as server:
         engine.windows.clear()  # the server's warm-up synthesis

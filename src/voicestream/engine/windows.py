@@ -28,11 +28,13 @@ class WindowPlan:
     """Window sizes in frames (25 ms each at Kokoro's 600 samples per frame)."""
 
     first: int = 12  # frames of the first window's core: sets the first audio's latency
-    # Each later core is `growth` times the one before, up to `largest` frames. Doubling to 192
-    # pays the context below fewer times than 1.5 to 96: RTF 1.09-1.10x whole-sentence
-    # decoding against 1.16-1.23x, no stall (benchmarks/first_audio_length.py --plans).
+    # Each later core is `growth` times the one before, up to `largest` frames. Fewer windows pay
+    # the context below fewer times (RTF vs whole-sentence decoding, one quiet run: 12,1.5,96
+    # 1.26x, 12,2,144 1.16x, 12,2,192 1.12x), but 192-frame windows next to 96-frame ones failed
+    # the seam gate (1.2-1.4 dB excess, tests/integration/test_engine_lookahead.py); 144 passes
+    # with every sentence at most 0.72 dB (docs/engine.md).
     growth: float = 2.0
-    largest: int = 192
+    largest: int = 144
     # Generator frames computed on each side of a core. Its receptive field is 6 frames, but
     # its instance norms normalise over the span: with 6, short sentences lost words to the
     # ASR ("meet at noon" heard as "meet in Newnd"); 12 (and 8 below) heard every test sentence
