@@ -108,9 +108,7 @@ class OnnxEngine(SpeechEngine):
         derived_dir = self.derived_dir or choose_derived_dir(assets.model.parent, source_sha256, env.cache_dir())
         graphs = split_graphs(assets.model, source_sha256, derived_dir)
         self.derived_dir = derived_dir
-        plan = self.decoder_windows
-        bounded = plan.max_frontend_frames if plan is not None else None
-        self._split = SplitKokoro(graphs, self.threads, spinning=self.spinning, bounded_frames=bounded)
+        self._split = SplitKokoro(graphs, self.threads, spinning=self.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")

@@ -69,20 +69,17 @@ class SplitKokoro:
     """Sessions over the derived encoder, frontend and generator graphs; safe to use from several
     threads (onnxruntime sessions are)."""
 
-    def __init__(
-        self, graphs: SplitGraphs, threads: int, *, spinning: bool = False, bounded_frames: int | None = None
-    ) -> None:
+    def __init__(self, graphs: SplitGraphs, threads: int, *, spinning: bool = False) -> None:
         """`spinning`: let idle inference threads busy-wait for work (onnxruntime's default). Off
         here: a window is a short run with many parallel sections, and a spinning thread burns a
         core that the other thread, or another synthesis, needs; on a shared 2-core machine
         spinning made windowed decoding 20% slower than whole sentences, without it they break
         even (docs/engine.md).
 
-        Runs whose size grows with the sentence give the arena's free blocks back when they end
-        (ort_options.py), so one long sentence cannot raise the process's memory for good: every
-        encoder run, and decoder runs over more than `bounded_frames` frontend frames (None:
-        every one). Windows within the plan's bound keep theirs: their peak is fixed by the
-        plan, and shrinking after each of them cost 5% of throughput (docs/engine.md)."""
+        Every run gives the arena's free blocks back when it ends (ort_options.py). Windows too:
+        keeping their blocks was 4-5% faster, but a 1,000-session soak then grew 23% after its
+        warm-up (windows of many sizes, two at a time, fragment the arena), against the ≤ 5%
+        that "memory flat" allows (docs/engine.md)."""
         import onnxruntime
 
         options = session_options(onnxruntime, threads)
@@ -92,7 +89,6 @@ class SplitKokoro:
         self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
         self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
         self._shrink = run_options(onnxruntime)
-        self._bounded_frames = bounded_frames
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
@@ -104,10 +100,8 @@ class SplitKokoro:
 
     def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
         """The audio of the window's generator span (600 samples per frame)."""
-        span = window.frontend_end - window.frontend_start
-        options = None if self._bounded_frames is not None and span <= self._bounded_frames else self._shrink
-        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window), options)
-        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden), options)
+        (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window), self._shrink)
+        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden), self._shrink)
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
     def stream(

@@ -43,12 +43,6 @@ class WindowPlan:
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
 
-    @property
-    def max_frontend_frames(self) -> int:
-        """The most frames one window's frontend can span: the largest core (a last sliver
-        shorter than `first` joins it) and both contexts on each side."""
-        return self.largest + self.first + 2 * (self.context + self.frontend_context)
-
     def __post_init__(self) -> None:
         if self.first < 1 or self.largest < self.first:
             raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
