@@ -11,11 +11,18 @@ from pathlib import Path
 from types import ModuleType
 
 import httpx
+import pytest
 
 from tests.container.conftest import ServingContainer, StartContainer
 from tests.container.engine import docker
-from voicestream.kokoro_client import Audio, BidiSession, FrameMode, RequestCompleted, SynthesisStart
-from voicestream.wire.errors import ErrorMessage
+from voicestream.kokoro_client import (
+    Audio,
+    BidiSession,
+    FrameMode,
+    RequestCompleted,
+    SessionConnectError,
+    SynthesisStart,
+)
 
 BIDI_LABEL = "com.amazonaws.sagemaker.capabilities.bidirectional-streaming"
 SENTENCES = [  # the deploy-validate check's sentences (events/validate.json)
@@ -119,13 +126,12 @@ def test_sigterm_stops_the_server_cleanly_within_seconds(serve_container: StartC
         assert "Application shutdown complete." in events
 
 
-async def first_bidi_event(ws_url: str) -> object:
-    async with (
-        BidiSession.websocket(ws_url) as session,
-        asyncio.timeout(30),
-        contextlib.aclosing(session.events()) as events,
-    ):
-        return await anext(events)
+async def bidi_refusal(ws_url: str) -> SessionConnectError:
+    """The server's `error` right after the handshake, as the client raises it from connect()."""
+    with pytest.raises(SessionConnectError) as refused:
+        async with asyncio.timeout(30), BidiSession.websocket(ws_url):
+            pass
+    return refused.value
 
 
 def test_a_missing_model_keeps_ping_503_and_says_why(serve_container: StartContainer, tmp_path: Path) -> None:
@@ -142,7 +148,7 @@ def test_a_missing_model_keeps_ping_503_and_says_why(serve_container: StartConta
         refused = httpx.post(f"{serving.http_url}/invocations", json={"text": "Hi."}, timeout=30)
         assert refused.status_code == 503 and refused.json()["code"] == "not_ready"
         # The bidi route says so too, in its first message, then closes the session.
-        first = asyncio.run(first_bidi_event(serving.ws_url))
-        assert isinstance(first, ErrorMessage) and first.code == "not_ready", first
+        refusal = asyncio.run(bidi_refusal(serving.ws_url))
+        assert refusal.server_code == "not_ready", refusal
         assert "engine_failed" in [record["event"] for record in serving.container.log_records()]
         assert serving.container.state()["Running"]  # it stays up and keeps telling why
