@@ -127,10 +127,16 @@ def test_sigterm_stops_the_server_cleanly_within_seconds(serve_container: StartC
 
 
 async def bidi_refusal(ws_url: str) -> SessionConnectError:
-    """The server's `error` right after the handshake, as the client raises it from connect()."""
+    """The server's `error` right after the handshake, as the client raises it: from connect()
+    when it arrives during the handshake's wait, else as the session's first event."""
     with pytest.raises(SessionConnectError) as refused:
-        async with asyncio.timeout(30), BidiSession.websocket(ws_url):
-            pass
+        async with (
+            asyncio.timeout(30),
+            BidiSession.websocket(ws_url) as session,
+            contextlib.aclosing(session.events()) as events,
+        ):
+            async for event in events:
+                raise AssertionError(f"the session was not refused: {event!r}")
     return refused.value
 
 
