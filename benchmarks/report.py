@@ -809,7 +809,7 @@ class Report:
         overall = r["start_abs_difference_ms"]
         self.head(
             [
-                "12. Word timings (ONNX engine) vs Whisper's: median |start difference|",
+                "12. Word timings (ONNX engine) vs Whisper's: median absolute start difference",
                 "not measured",
                 "≤ 80 ms",
                 f"**{ms(overall['median'])}** (p90 {ms(overall['p90'])})",
@@ -839,9 +839,9 @@ class Report:
                             "sentences",
                             "count",
                             "words paired",
-                            "|start diff| median",
+                            "start diff median (abs)",
                             "p90",
-                            "|end diff| median",
+                            "end diff median (abs)",
                             "ours − Whisper (median)",
                         ],
                         rows,
@@ -858,7 +858,7 @@ class Report:
             [
                 "13. Word timings on the wire (`words` messages of a bidi session) vs Whisper's",
                 "not measured",
-                "≤ 80 ms median |start difference|",
+                "≤ 80 ms median absolute start difference",
                 f"**{ms(median)}**" if median is not None else "the engine sent no word timings",
                 yes(overall.get("met")),
             ]
@@ -881,7 +881,7 @@ class Report:
                     "## 13. Word timings on the wire",
                     f"Each bench text through a bidi session with `words` on; {r['asr']}; {r['alignment']}.",
                     table(
-                        ["text", "words sent", "matched", "|start diff| median", "p90", "|end diff| median", "bias"],
+                        ["text", "words sent", "matched", "start diff (abs) median", "p90", "end diff (abs)", "bias"],
                         rows,
                     ),
                     command(r),
