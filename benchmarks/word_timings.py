@@ -22,26 +22,14 @@ import sys
 from typing import Any
 
 from common import ROOT, LocalServer, base_parser, header, kokoro_server, percentile, write_json
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted
 from voicestream.texts import bench_texts
 
 sys.path.insert(0, str(ROOT))  # the ASR helper and the aligner live with the tests
 from tests.support.asr import transcribe_words
+from tests.support.timed_speech import timed_speech
 from tests.support.word_alignment import align
 
 GOAL_MEDIAN_START_MS = 80.0
-
-
-async def timed_speech(server: LocalServer, text: str) -> tuple[bytes, list[tuple[str, float, float]]]:
-    async with BidiSession.websocket(server.ws_url, words=True, silence_timeout=300) as session:
-        request_id = await session.send(text)
-        audio = bytearray()
-        async for event in session.events():
-            if isinstance(event, Audio):
-                audio += event.data
-            elif isinstance(event, RequestCompleted) and event.request_id == request_id:
-                break
-        return bytes(audio), [(w.word, w.start_s, w.end_s) for w in session.timings[request_id].words]
 
 
 def ms(values: list[float]) -> dict[str, float]:
@@ -58,7 +46,7 @@ async def measure(server: LocalServer) -> tuple[list[dict[str, Any]], list[float
     for name, text in bench_texts().items():
         if name == "notes":
             continue
-        audio, words = await timed_speech(server, text)
+        audio, words = await timed_speech(server.ws_url, text)
         row: dict[str, Any] = {"text": name, "engine_words": len(words), "audio_s": round(len(audio) / 48_000, 2)}
         if words:
             heard = transcribe_words(audio)

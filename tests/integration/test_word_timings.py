@@ -11,30 +11,17 @@ from types import ModuleType
 import pytest
 
 from tests.support.server import LiveServer
+from tests.support.timed_speech import timed_speech
 from tests.support.word_alignment import align
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted
 from voicestream.texts import bench_texts
 
 MAX_MEDIAN_START_ERROR_S = 0.080
 
 
-async def timed_speech(server: LiveServer, text: str) -> tuple[bytes, list[tuple[str, float, float]]]:
-    async with BidiSession.websocket(server.ws_url, words=True, silence_timeout=120) as session:
-        request_id = await session.send(text)
-        audio = bytearray()
-        async for event in session.events():
-            if isinstance(event, Audio):
-                audio += event.data
-            elif isinstance(event, RequestCompleted) and event.request_id == request_id:
-                break
-        words = [(w.word, w.start_s, w.end_s) for w in session.timings[request_id].words]
-    return bytes(audio), words
-
-
 @pytest.mark.parametrize("name", ["paragraph_4_sentences", "agent_reply_6_sentences"])
 async def test_word_starts_agree_with_whisper(kokoro_server: LiveServer, asr: ModuleType, name: str) -> None:
     text = bench_texts()[name]
-    audio, words = await timed_speech(kokoro_server, text)
+    audio, words = await timed_speech(kokoro_server.ws_url, text)
     assert words, "the engine sent no word timings"
     alignment = align(words, asr.transcribe_words(audio))
     assert alignment.matched_share >= 0.8, alignment
