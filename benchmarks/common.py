@@ -31,12 +31,17 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
+from voicestream.engine.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.kokoro_client.websocket import http_base_url
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, Limits
 from voicestream.wire.errors import ErrorMessage
+
+# Every benchmark process runs the engine under the server's heap policy (process_memory.py),
+# so an engine measured alone allocates as it does in the server.
+return_freed_memory_to_the_os()
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
 from voicestream.engine.base import SpeechEngine
+from voicestream.engine.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_server.logs import log_event
 from voicestream.wire.bidi import Limits
 
@@ -90,6 +91,8 @@ class ServerRuntime:
     async def start(self) -> None:
         """Load the engine and run one warm-up synthesis; readiness tells how it went."""
         started = time.perf_counter()
+        # Before the first synthesis: the server's idle memory stays flat (process_memory.py).
+        return_freed_memory_to_the_os()
         try:
             self._engine = await asyncio.to_thread(self._load_and_warm_up)
         except Exception as exc:
