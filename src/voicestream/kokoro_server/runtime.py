@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.process_memory import return_freed_memory_to_the_os
+from voicestream.engine.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.logs import log_event
 from voicestream.wire.bidi import Limits
 
@@ -29,6 +29,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 WARM_UP_TEXT = "Ready."
+# Seconds without a synthesis step after which the heaps' free pages are given back.
+IDLE_RELEASE_DELAY_S = 0.5
 # Threads that wait on G2P (the ONNX engine converts in worker processes; these only wait).
 G2P_WAITERS = 4
 
@@ -59,7 +61,10 @@ class ServerRuntime:
         limits: Limits,
         synth_workers: int = 2,
         warm_up_text: str = WARM_UP_TEXT,
+        release_memory: Callable[[], None] = release_freed_memory,
     ) -> None:
+        """`release_memory`: what gives freed memory back once the server is idle (tests pass
+        their own to observe when it runs)."""
         self.limits = limits
         # Each request is split into sentences, synthesized in turn (first audio after the first
         # sentence). False: one synthesis per request, as the anchor's server does (benchmarks).
@@ -73,6 +78,8 @@ class ServerRuntime:
         self._executor = ThreadPoolExecutor(max_workers=synth_workers, thread_name_prefix="voicestream-synth")
         self._g2p_executor = ThreadPoolExecutor(max_workers=G2P_WAITERS, thread_name_prefix="voicestream-g2p")
         self._steps_lock = threading.Lock()
+        self._release_memory = release_memory
+        self._idle_release: asyncio.TimerHandle | None = None
 
     @property
     def ready(self) -> bool:
@@ -118,6 +125,8 @@ class ServerRuntime:
         return engine
 
     def close(self) -> None:
+        if self._idle_release is not None:
+            self._idle_release.cancel()
         # Steps already running finish on their own (one engine chunk); queued ones are dropped.
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._g2p_executor.shutdown(wait=False, cancel_futures=True)
@@ -140,12 +149,30 @@ class ServerRuntime:
     async def in_worker(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one CPU-bound step in a synthesis worker thread and await its result."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self._counted(function, *args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._executor, lambda: self._counted(function, *args, **kwargs))
+        finally:
+            self._release_memory_when_idle(loop)
 
     async def in_g2p(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a G2P step (a request's work check) in a G2P waiter thread and await its result."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._g2p_executor, lambda: function(*args, **kwargs))
+
+    def _release_memory_when_idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Once no synthesis step has run for IDLE_RELEASE_DELAY_S, give the heaps' free pages back
+        (process_memory.py): each finished step pushes the moment back, so a busy server never
+        pays for it."""
+        if self._idle_release is not None:
+            self._idle_release.cancel()
+        self._idle_release = loop.call_later(IDLE_RELEASE_DELAY_S, self._release_if_idle, loop)
+
+    def _release_if_idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._idle_release = None
+        if self.stats.steps_running == 0:
+            # In a thread of its own: a trim walks the heaps (up to tens of ms), and neither the
+            # event loop nor a synthesis worker should wait for it.
+            loop.run_in_executor(None, self._release_memory)
 
     def _counted(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         with self._steps_lock:
