@@ -15,7 +15,8 @@ Sessions run in ten rounds. Every `--sample-every` sessions, and after each roun
 server is idle again (no session open, no synthesis step running): the process's RSS (server
 and clients share it: the server runs in-process), its G2P processes' proportional set size
 (they share pages copy-on-write), and the asyncio tasks alive on the server's event loop.
-Samples taken under load catch syntheses at their peak; the idle ones are comparable. The
+Samples taken under load catch syntheses at their peak; the idle ones are comparable (taken a
+second after the last step, so after the heap trim the server does at 0.5 s idle). The
 warm-up (the first round) also speaks one short sentence in each of `--prefill-blends` distinct
 blends first, so that the bounded blend cache (32 tables) is full before memory is judged.
 "Memory flat": idle RSS at the end (median of the last three idle samples) is at most 5% above
