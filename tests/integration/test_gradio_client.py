@@ -134,8 +134,9 @@ def test_the_gradio_command_serves_the_page(tmp_path: Path) -> None:
     with serve_fake(FakeVllmOmni()) as (_live, url):
         with bind_free_port() as probe:  # closed again at once: free for the command
             port = probe.getsockname()[1]
-        process = subprocess.Popen(
-            [sys.executable, "-m", "voicestream.cli", "gradio", "--vllm-omni-url", url, "--port", str(port)],
+        process = subprocess.Popen(  # -X faulthandler: SIGABRT prints every thread's stack (a hang's report)
+            [sys.executable, "-X", "faulthandler", "-m", "voicestream.cli", "gradio", "--vllm-omni-url", url,
+             "--port", str(port)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
         )  # fmt: skip
         try:
@@ -148,6 +149,11 @@ def test_the_gradio_command_serves_the_page(tmp_path: Path) -> None:
                 client.close()
         finally:
             process.send_signal(signal.SIGINT)
-            output, _ = process.communicate(timeout=60)
+            try:
+                output, _ = process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGABRT)
+                output, _ = process.communicate()
+                raise AssertionError(f"Ctrl-C did not end the command within 60 s; its threads:\n{output}") from None
     assert process.returncode in (0, 130), output
     assert f"voicestream gradio: http://127.0.0.1:{port}/ (vLLM-Omni server ({url}))" in output

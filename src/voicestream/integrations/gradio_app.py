@@ -13,6 +13,8 @@ Needs the `gradio` extra (gradio streams audio through ffmpeg, which must be on 
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
@@ -118,6 +120,28 @@ def create_app(choices: Sequence[UpstreamChoice]) -> Any:
 
 
 def serve(choices: Sequence[UpstreamChoice], host: str = "127.0.0.1", port: int = 7860) -> None:
-    """Run the page until interrupted (Gradio's own server and queue)."""
+    """Run the page until Ctrl-C or SIGTERM (Gradio's own server and queue), then close it.
+
+    The signals set an event instead of raising KeyboardInterrupt: an interrupt that arrived
+    while Gradio's `launch()` was still starting (its server already answering) was swallowed
+    there, and the process then waited forever in Gradio's own loop (seen once in CI, on a
+    loaded machine; its stack showed the main thread sleeping in `block_thread`)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     blocks = create_blocks(choices).queue(default_concurrency_limit=4)
-    blocks.launch(server_name=host, server_port=port, theme=THEME, footer_links=["api"], ssr_mode=False, share=False)
+    try:
+        blocks.launch(
+            server_name=host,
+            server_port=port,
+            theme=THEME,
+            footer_links=["api"],
+            ssr_mode=False,
+            share=False,
+            prevent_thread_lock=True,
+        )
+        while not stop.wait(0.2):
+            pass
+    finally:
+        blocks.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
