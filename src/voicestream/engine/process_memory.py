@@ -37,10 +37,10 @@ TRIM_THRESHOLD_BYTES: Final = 4 << 20
 def return_freed_memory_to_the_os() -> bool:
     """Set the process's malloc thresholds (once; later calls return the first result).
     True when they were set; False where the C library has no mallopt (not glibc)."""
-    if platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         logger.info("not glibc: the process keeps its C library's malloc policy")
         return False
-    libc = _libc()
     # mallopt returns 1 on success, 0 on error.
     ok = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1)
     ok = bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1) and ok
@@ -58,10 +58,14 @@ def release_freed_memory() -> None:
     a trim when idle brought it back every time (benchmarks/soak.py, docs/engine.md). A trim
     costs ~35 ms after 275 MiB of scattered frees, well under 1 ms when there is little to
     return: call it when the process is idle, never on a latency path."""
-    if platform.libc_ver()[0] == "glibc":
-        _libc().malloc_trim(0)
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 @cache
-def _libc() -> ctypes.CDLL:
+def _glibc() -> ctypes.CDLL | None:
+    """The process's C library when it is glibc (mallopt and malloc_trim are its own), else None."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

@@ -77,9 +77,9 @@ class SplitKokoro:
         even (docs/engine.md).
 
         Every run gives the arena's free blocks back when it ends (ort_options.py). Windows too:
-        keeping their blocks was 4-5% faster, but a 1,000-session soak then grew 23% after its
-        warm-up (windows of many sizes, two at a time, fragment the arena), against the ≤ 5%
-        that "memory flat" allows (docs/engine.md)."""
+        keeping their blocks was 4-5% faster and, under the server's heap policy
+        (process_memory.py), flat over a soak, but it holds ~190 MiB more for good: two windows'
+        worth of decoder tensors (docs/engine.md)."""
         import onnxruntime
 
         options = session_options(onnxruntime, threads)
