@@ -12,6 +12,7 @@ says whether all passed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -75,6 +76,20 @@ def run_step(command: list[str]) -> tuple[int, float, float]:
     return process.returncode, wall, max(0.0, others / wall)
 
 
+def merged_steps(previous_run: Path, ran: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run's steps, plus the last record of each step it left out (--only, --skip): their
+    results are still in the report, so how and when they were made stays with them."""
+    names = {step["name"] for step in ran}
+    kept = []
+    if previous_run.exists():
+        previous = json.loads(previous_run.read_text())
+        for step in previous.get("steps", []):
+            if step["name"] not in names:
+                kept.append({"started": previous.get("started"), **step})
+    order = {name: index for index, (name, _) in enumerate(STEPS)}
+    return sorted([*kept, *ran], key=lambda step: order.get(step["name"], len(order)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = [name for name, _ in STEPS]
@@ -97,10 +112,12 @@ def main() -> int:
         command = [sys.executable, *argv]
         shown = " ".join([env_python, *argv])
         print(f"== {name}: {shown}", flush=True)
+        step_started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         returncode, seconds, others = run_step(command)
         run["steps"].append(
             {
                 "name": name,
+                "started": step_started,
                 "command": shown,
                 "seconds": round(seconds, 1),
                 "returncode": returncode,
@@ -110,6 +127,7 @@ def main() -> int:
         print(f"== {name}: exit {returncode} after {seconds:.0f} s (others used {others:.2f} cores)", flush=True)
     run["total_s"] = round(time.perf_counter() - started, 1)
     run["machine_after"] = machine()
+    run["steps"] = merged_steps(RESULTS / "run.json", run["steps"])
     write_json(RESULTS / "run.json", run)
     print(f"== report: {' '.join([env_python, *REPORT])}", flush=True)
     report_status, _, _ = run_step([sys.executable, *REPORT])
