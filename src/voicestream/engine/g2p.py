@@ -207,7 +207,7 @@ class G2P:
                     initargs=(self._build, ("en-us",)),
                     context=_worker_context(preload=self._build is build_phonemizer),
                 )
-                weakref.finalize(self, _stop_pool, self._pool)
+                weakref.finalize(self, _stop_pool_elsewhere, self._pool)
             return self._pool
 
     def _cached(self, language: str, text: str) -> Phonemes | None:
@@ -240,6 +240,14 @@ def _worker_context(preload: bool) -> BaseContext:
 def _stop_pool(pool: ProcessPool) -> None:
     pool.stop()  # type: ignore[no-untyped-call]  # pebble leaves stop() unannotated
     pool.join(timeout=5)
+
+
+def _stop_pool_elsewhere(pool: ProcessPool) -> None:
+    """The stop of a G2P dropped without `close()`: its finalizer runs in whichever thread the
+    garbage collector does, which can be one of the pool's own manager threads, and a thread
+    cannot join itself (CI once failed with "cannot join current thread"). A thread of its own
+    can always join them."""
+    threading.Thread(target=_stop_pool, args=(pool,), name="voicestream-g2p-stop", daemon=True).start()
 
 
 # --- inside the fork server and the worker processes ---------------------------------------------
