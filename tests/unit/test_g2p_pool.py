@@ -3,6 +3,8 @@ results cached. Real worker processes, with a test phonemizer instead of misaki.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,3 +76,20 @@ def test_an_unsupported_language_is_refused_without_a_worker() -> None:
 def test_settings_are_checked(workers: int, timeout_s: float) -> None:
     with pytest.raises(ValueError):
         G2PSettings(workers=workers, timeout_s=timeout_s)
+
+
+def test_a_pool_never_closed_stops_quietly_when_the_interpreter_exits() -> None:
+    """Its finalizer then runs after threading's shutdown, when no thread can start: it used to
+    fail there with "can't create new thread at interpreter shutdown" and leak the workers."""
+    program = (
+        "from tests.support.g2p_builders import build_echo\n"
+        "from voicestream.engine.g2p import G2P, G2PSettings\n"
+        "if __name__ == '__main__':\n"
+        "    pool = G2P(G2PSettings(workers=1, timeout_s=30), build=build_echo)\n"
+        "    assert pool.phonemize('hello', 'en-us').startswith('hello|')\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=WAIT_S, cwd=Path(__file__).parents[2]
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "Traceback" not in finished.stderr and "leaked" not in finished.stderr, finished.stderr

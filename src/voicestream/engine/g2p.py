@@ -246,8 +246,12 @@ def _stop_pool_elsewhere(pool: ProcessPool) -> None:
     """The stop of a G2P dropped without `close()`: its finalizer runs in whichever thread the
     garbage collector does, which can be one of the pool's own manager threads, and a thread
     cannot join itself (CI once failed with "cannot join current thread"). A thread of its own
-    can always join them."""
-    threading.Thread(target=_stop_pool, args=(pool,), name="voicestream-g2p-stop", daemon=True).start()
+    can always join them. At interpreter exit no thread can start; the finalizers then run in
+    the main thread, which is none of the pool's."""
+    try:
+        threading.Thread(target=_stop_pool, args=(pool,), name="voicestream-g2p-stop", daemon=True).start()
+    except RuntimeError:  # "can't create new thread at interpreter shutdown"
+        _stop_pool(pool)
 
 
 # --- inside the fork server and the worker processes ---------------------------------------------
