@@ -236,6 +236,22 @@ def test_chunks_follow_the_plan_and_each_word_goes_with_the_chunk_it_starts_in(
     assert sum(1 for chunk in chunks if chunk.words) > 2
 
 
+def test_audio_still_playing_buys_a_larger_first_window_and_one_when_it_covers_the_sentence(
+    engine: TorchEngine, whole_engine: TorchEngine
+) -> None:
+    torch.manual_seed(7)
+    (whole,) = list(whole_engine.synthesize(MEDIUM_SENTENCE, VOICE))
+    spf = engine.split.samples_per_frame
+    frames = len(whole.samples) // spf
+    ahead = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=0.5))  # 20 frames of 25 ms
+    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, ahead=20))]
+    assert [len(chunk.samples) // spf for chunk in ahead] == expected and expected[0] == DEFAULT_WINDOWS.first + 20
+    assert [word for chunk in ahead for word in chunk.words] == list(whole.words)
+    torch.manual_seed(7)  # the source's noise drawn alike
+    (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=60.0))
+    assert np.array_equal(covered.samples, whole.samples)  # one run over every frame: the whole sentence
+
+
 class CountingSplit(KokoroSplit):
     def __init__(self, model: Any) -> None:
         super().__init__(model)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, fade_in, plan_windows, stitch
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, fade_in, plan_windows, stitch, with_audio_ahead
 
 SPF = 600
 
@@ -48,6 +50,30 @@ def test_a_last_sliver_smaller_than_the_first_window_joins_the_window_before() -
     assert [(w.start, w.end) for w in plan_windows(15, WindowPlan(first=12))] == [(0, 15)]
 
 
+def test_audio_ahead_grows_the_first_window_by_as_much_up_to_the_cap() -> None:
+    plan = WindowPlan(first=12, growth=2.0, largest=144)
+    cores = [(w.start, w.end) for w in plan_windows(400, replace(plan, ahead=40))]
+    assert cores[:3] == [(0, 52), (52, 156), (156, 300)]  # 12 + 40, then doubling, then the cap
+    assert next((w.start, w.end) for w in plan_windows(2000, replace(plan, ahead=1000))) == (0, 144)
+    # Nothing ahead is the plan as it was.
+    assert plan_windows(400, replace(plan, ahead=0)) == plan_windows(400, plan)
+
+
+def test_a_sentence_the_audio_ahead_covers_is_one_window_whatever_its_length() -> None:
+    plan = WindowPlan(first=12, growth=2.0, largest=144, context=12)
+    assert plan_windows(300, replace(plan, ahead=288)) == [Window(0, 300, 0, 300)]
+    assert [(w.start, w.end) for w in plan_windows(300, replace(plan, ahead=287))] == [(0, 144), (144, 288), (288, 300)]
+    # From a later first frame (the leading silence cut), the frames from there on count.
+    assert plan_windows(300, replace(plan, ahead=250), 40) == [Window(40, 300, 28, 300, 20, 300)]
+
+
+def test_seconds_ahead_become_whole_frames_and_no_plan_stays_none() -> None:
+    plan = WindowPlan()
+    assert with_audio_ahead(plan, 1.0, 0.025) == replace(plan, ahead=40)
+    assert with_audio_ahead(plan, 0.0249, 0.025) == plan
+    assert with_audio_ahead(None, 3.0, 0.025) is None
+
+
 def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
     assert plan_windows(350, None) == [Window(0, 350, 0, 350)]
     assert plan_windows(0, WindowPlan()) == []
@@ -60,8 +86,11 @@ def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
     growth=st.floats(1.0, 4.0),
     extra=st.integers(0, 300),
     context=st.integers(0, 20),
+    ahead=st.integers(0, 400),
 )
-def test_cores_tile_the_sentence_exactly_once(total: int, first: int, growth: float, extra: int, context: int) -> None:
+def test_cores_tile_the_sentence_exactly_once(
+    total: int, first: int, growth: float, extra: int, context: int, ahead: int
+) -> None:
     plan = WindowPlan(
         first=first,
         growth=growth,
@@ -69,6 +98,7 @@ def test_cores_tile_the_sentence_exactly_once(total: int, first: int, growth: fl
         context=context,
         frontend_context=20 - context,
         crossfade=min(2, context),
+        ahead=ahead,
     )
     windows = plan_windows(total, plan)
     covered = np.zeros(total, dtype=int)
@@ -134,6 +164,7 @@ def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
         {"growth": 0.5},
         {"context": 1, "crossfade": 2},
         {"frontend_context": -1},
+        {"ahead": -1},
     ],
 )
 def test_impossible_plans_are_refused(options: dict[str, float]) -> None:

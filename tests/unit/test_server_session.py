@@ -163,6 +163,23 @@ async def test_cancel_drops_queued_requests_and_stops_the_one_in_progress() -> N
     await talk.until("synthesis_complete", "next")
 
 
+async def test_a_request_is_told_how_much_of_the_sessions_audio_is_still_playing() -> None:
+    """The tone engine makes seconds of audio in milliseconds, so a listener playing it as it
+    comes is still hearing the first request when the second starts; after a cancel, nothing."""
+    engine = ToneEngine(ms_per_char=100)  # "Twenty characters!!." = 2 s
+    talk = await converse(engine)
+    talk.send({"type": "synthesize", "text": "Twenty characters!!.", "request_id": "r0"})
+    talk.send({"type": "synthesize", "text": "Then another one.", "request_id": "r1"})
+    await talk.until("synthesis_complete", "r1")
+    assert engine.aheads[0] == 0.0
+    assert 1.5 < engine.aheads[1] <= 2.0
+    talk.send({"type": "cancel"})
+    await talk.until("cancelled")
+    talk.send({"type": "synthesize", "text": "After the barge-in.", "request_id": "r2"})
+    await talk.until("synthesis_complete", "r2")
+    assert engine.aheads[2] == 0.0
+
+
 async def test_an_engine_refusal_ends_only_its_request() -> None:
     talk = await converse(ToneEngine(refuse_on="forbidden"))
     talk.send({"type": "synthesize", "text": "A forbidden word.", "request_id": "bad"})

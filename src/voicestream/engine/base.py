@@ -122,14 +122,22 @@ class SpeechEngine(abc.ABC):
     def voices(self) -> tuple[str, ...]:
         """The voice ids this engine can speak with (blends of them are accepted too)."""
 
-    def synthesize(self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0) -> Iterator[AudioChunk]:
-        """Yield the audio of `text` chunk by chunk. Validates before any work is done."""
+    def synthesize(
+        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, *, ahead_s: float = 0.0
+    ) -> Iterator[AudioChunk]:
+        """Yield the audio of `text` chunk by chunk. Validates before any work is done.
+
+        `ahead_s`: seconds of earlier audio the listener has yet to hear (the sentences before
+        this one, still playing). An engine that streams inside a sentence spends them on fewer,
+        larger windows (windows.py): the same audio for less compute."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         text = check_text(text)
         speed = check_speed(speed)
         self.validate_voice(voice)
-        return self._synthesize(text, voice, speed)
+        if not 0.0 <= ahead_s < float("inf"):
+            raise ValueError(f"ahead_s must be a finite number of seconds >= 0, got {ahead_s}")
+        return self._synthesize(text, voice, speed, ahead_s)
 
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
@@ -138,7 +146,7 @@ class SpeechEngine(abc.ABC):
         parse_voice_spec(voice, self.voices())
 
     @abc.abstractmethod
-    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]: ...
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]: ...
 
     def count_phonemes(self, texts: Sequence[str], voice: str = DEFAULT_VOICE) -> int:
         """The phonemes `synthesize` would speak for `texts` (a request's sentences): the

@@ -32,7 +32,7 @@ from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.windows import WindowPlan, with_audio_ahead
 from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.env import DecoderWindows
 
@@ -144,20 +144,24 @@ class OnnxEngine(SpeechEngine):
         language = parse_voice_spec(voice, self.voices()).language
         return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
 
-    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
         pieces = self.phoneme_pieces(text, voice)
-        return self._run_pieces(pieces, style_table, speed)
+        return self._run_pieces(pieces, style_table, speed, ahead_s)
 
-    def _run_pieces(self, pieces: list[Phonemes], style_table: VoiceArray, speed: float) -> Iterator[AudioChunk]:
+    def _run_pieces(
+        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float
+    ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
-        for piece in pieces:
+        for index, piece in enumerate(pieces):
             ids, words = tokenize(piece, self._vocab)
             if not ids:
                 continue
             style = style_table[len(ids) - 1 : len(ids)]
+            # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
+            plan = with_audio_ahead(self.decoder_windows, ahead_s if index == 0 else 0.0, FRAME_S)
             emitted = 0
-            for decoded in self._windows(ids, style, speed):
+            for decoded in self._windows(ids, style, speed, plan):
                 window = decoded.window
                 # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
                 start_s = offset_s - (window.start - emitted) * FRAME_S
@@ -166,12 +170,16 @@ class OnnxEngine(SpeechEngine):
                 yield AudioChunk(samples=decoded.samples, words=timed)
             offset_s += emitted * FRAME_S
 
-    def _windows(self, ids: list[int], style: VoiceArray, speed: float) -> Iterator[DecodedWindow]:
+    def _windows(
+        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None
+    ) -> Iterator[DecodedWindow]:
         """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
         without the leading silence beyond `lead_in_frames`."""
         split = self.split
-        plan = self.decoder_windows
-        head = head_split(ids, self.lookahead) if plan is not None else None
+        # The head is encoded first for the first audio's sake. With a first window's worth of audio
+        # (300 ms) still playing, the whole piece's encoding (~110 ms for 50 words on 2 cores) fits in
+        # it, and the head's would be spent for nothing.
+        head = head_split(ids, self.lookahead) if plan is not None and plan.ahead < plan.first else None
         if plan is None or head is None:
             features = split.encode(ids, style, speed)
             return split.windows(features, plan, self._first_frame(features))

@@ -39,7 +39,7 @@ from voicestream.engine.torch_assets import (
 )
 from voicestream.engine.torch_split import KokoroSplit
 from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.windows import WindowPlan, with_audio_ahead
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
@@ -157,9 +157,9 @@ class TorchEngine(SpeechEngine):
         # In-process G2P under the lock (the ONNX engine's runs in time-bounded worker processes).
         return sum(len(piece) for text in texts for piece in self.phonemes(text, voice))
 
-    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
-        return self._run(self._prepare(text, voice, speed))
+        return self._run(self._prepare(text, voice, speed), ahead_s)
 
     def _prepare(self, text: str, voice: str, speed: float) -> _Request:
         # The chunker sends one sentence: newlines are spaces (KPipeline would split at them).
@@ -198,10 +198,13 @@ class TorchEngine(SpeechEngine):
             self._pipelines[code] = pipeline
         return pipeline
 
-    def _run(self, request: _Request) -> Iterator[AudioChunk]:
+    def _run(self, request: _Request, ahead_s: float = 0.0) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
         split, offset_s = self.split, 0.0
-        for phonemes, tokens in request.pieces:
+        for index, (phonemes, tokens) in enumerate(request.pieces):
+            # Only the first piece knows what is ahead of it (windows.py's `ahead`).
+            frame_s = split.samples_per_frame / SAMPLE_RATE
+            plan = with_audio_ahead(self.decoder_windows, ahead_s if index == 0 else 0.0, frame_s)
             # Grad mode is thread-local: inference mode is entered around model calls only, never
             # across a yield into the consumer's code (split.stream does the same per window).
             with torch.inference_mode():
@@ -212,7 +215,7 @@ class TorchEngine(SpeechEngine):
                 words = _word_timings(tokens, offset_s)
             total = features.frames * split.samples_per_frame
             emitted = 0
-            for samples in split.stream(features, self.decoder_windows):
+            for samples in split.stream(features, plan):
                 emitted += len(samples)
                 end_s = offset_s + emitted / SAMPLE_RATE
                 # Each word goes with the chunk it starts in; the piece's last chunk takes the rest.

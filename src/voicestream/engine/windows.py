@@ -16,7 +16,7 @@ Pure arithmetic and numpy: no model here.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,12 +42,20 @@ class WindowPlan:
     context: int = 12
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
+    # Frames of earlier audio the listener has yet to hear when this sentence starts (the
+    # sentences before it, still playing). They count as audio before the first window, which
+    # grows by as much (up to `largest`, or the whole sentence when that fits): the window then
+    # has that much more time to compute, and the sentence needs fewer windows. The doubling
+    # after it keeps every later window's margin.
+    ahead: int = 0
 
     def __post_init__(self) -> None:
         if self.first < 1 or self.largest < self.first:
             raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
         if self.growth < 1.0:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
+        if self.ahead < 0:
+            raise ValueError(f"frames ahead must be >= 0, got {self.ahead}")
         if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.context:
             raise ValueError(
                 f"need 0 <= crossfade <= context and frontend_context >= 0, got crossfade={self.crossfade} "
@@ -84,9 +92,16 @@ class Window:
         return self.start - self.span_start
 
 
+def with_audio_ahead(plan: WindowPlan | None, ahead_s: float, frame_s: float) -> WindowPlan | None:
+    """`plan` for a sentence that starts with `ahead_s` seconds of earlier audio still to play
+    (whole frames, rounded down); None stays None."""
+    return plan if plan is None else replace(plan, ahead=int(ahead_s / frame_s))
+
+
 def core_sizes(plan: WindowPlan) -> Iterator[int]:
-    """The cores' sizes in order: `first`, then `growth` times the one before, up to `largest`."""
-    size = float(plan.first)
+    """The cores' sizes in order: `first` (plus the frames `ahead`), then `growth` times the one
+    before, up to `largest`."""
+    size = float(min(plan.largest, plan.first + plan.ahead))
     while True:
         yield round(size)
         size = min(float(plan.largest), size * plan.growth)
@@ -97,6 +112,9 @@ def plan_cores(
 ) -> list[tuple[int, int]]:
     """Cores that tile [start, total_frames) exactly once, in order. `sizes` lets a later call
     continue the same schedule (a sentence decoded in two parts: lookahead.py)."""
+    if plan.first + plan.ahead >= total_frames - start:
+        # The audio ahead covers the first window and all the rest: one run, no seams.
+        return [(start, total_frames)] if start < total_frames else []
     sizes = sizes if sizes is not None else core_sizes(plan)
     cores: list[tuple[int, int]] = []
     while start < total_frames:

@@ -33,6 +33,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.logs import log_event, request_id_var, session_id_var
+from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (
@@ -132,6 +133,9 @@ class ServerSession:
         self._tasks: list[asyncio.Task[None]] = []
         self._requests: asyncio.Queue[SpeechRequest] = asyncio.Queue()
         self._outbox: asyncio.Queue[RequestAudio] = asyncio.Queue(maxsize=1)
+        # The session's requests play one after another to one listener: a sentence that starts
+        # while earlier audio still plays may be synthesized in fewer, larger windows.
+        self._playback = PlaybackClock()
         frames_per_request = int(self.limits.max_buffered_audio_s * 1000 / self.limits.frame_ms)
         self._max_frames = max(1, frames_per_request)
 
@@ -343,6 +347,7 @@ class ServerSession:
 
     async def _cancel(self) -> None:
         await self._stop_pipeline()
+        self._playback.stop()
         cancelled = tuple(self._pending)
         self._pending.clear()
         self._start_pipeline()
@@ -355,7 +360,7 @@ class ServerSession:
         while True:
             request = await self._requests.get()
             request_id_var.set(request.request_id)
-            audio = RequestAudio(AudioStream(self.runtime, request), self._max_frames)
+            audio = RequestAudio(AudioStream(self.runtime, request, self._playback), self._max_frames)
             await self._outbox.put(audio)
             try:
                 async for item in audio.stream.items():

@@ -20,6 +20,7 @@ from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
 from voicestream.engine.encoders import EncodedFormat, Framer, create_encoder
 from voicestream.engine.normalize import normalize_text
+from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE
 
@@ -60,10 +61,13 @@ def _next_chunk(chunks: Iterator[AudioChunk]) -> AudioChunk | None:
 class AudioStream:
     """Iterate `frames()` once; `stats` fills in as it goes."""
 
-    def __init__(self, runtime: ServerRuntime, request: SpeechRequest) -> None:
+    def __init__(self, runtime: ServerRuntime, request: SpeechRequest, playback: PlaybackClock | None = None) -> None:
+        """`playback`: the listener's clock when this request's audio follows earlier audio to
+        the same listener (a bidi session's requests); a clock of its own otherwise."""
         self.runtime = runtime
         self.request = request
         self.stats = StreamStats()
+        self.playback = playback or PlaybackClock()
 
     async def frames(self) -> AsyncIterator[bytes]:
         async for item in self.items():
@@ -83,7 +87,9 @@ class AudioStream:
             self.runtime.stats.sentences_started += 1
             sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
             started = time.perf_counter()
-            chunks = await self.runtime.in_worker(engine.synthesize, sentence, request.voice, request.speed)
+            chunks = await self.runtime.in_worker(
+                engine.synthesize, sentence, request.voice, request.speed, ahead_s=self.playback.ahead_s()
+            )
             self.stats.synth_s += time.perf_counter() - started
             while True:
                 started = time.perf_counter()
@@ -94,6 +100,7 @@ class AudioStream:
                 if chunk.words:
                     yield tuple(word.shifted(sentence_offset_s) for word in chunk.words)
                 self.stats.audio_samples += len(chunk.samples)
+                self.playback.produced(len(chunk.samples) / SAMPLE_RATE)
                 for frame in framer.push(encoder.encode(chunk.samples)):
                     self.stats.audio_bytes += len(frame)
                     yield frame

@@ -1,0 +1,33 @@
+"""How much audio a listener has yet to hear: what the next sentence's synthesis may spend.
+
+The model is a listener who plays every chunk as soon as it exists, without a pause: playback
+of a chunk begins when it is synthesized or when the audio before it ends, whichever is later.
+The real listener starts no earlier (the network and its jitter buffer only delay it), so the
+audio ahead of it is at least this. The engine spends it on fewer, larger decoder windows for
+the next sentence (engine/windows.py, `WindowPlan.ahead`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class PlaybackClock:
+    """One per stream of audio a listener hears in order (a request, or a bidi session)."""
+
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
+        self._now = now
+        self._playing_until = 0.0
+
+    def produced(self, seconds: float) -> None:
+        """A chunk of `seconds` of audio was just synthesized."""
+        self._playing_until = max(self._now(), self._playing_until) + seconds
+
+    def ahead_s(self) -> float:
+        """Seconds of audio produced that the listener has yet to hear."""
+        return max(0.0, self._playing_until - self._now())
+
+    def stop(self) -> None:
+        """The listener stopped (a cancel): nothing it was sent will play on."""
+        self._playing_until = 0.0
