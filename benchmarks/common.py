@@ -239,9 +239,9 @@ class TimedEngine(SpeechEngine):
     def close(self) -> None:
         self.inner.close()
 
-    def _synthesize(self, text: str, voice: str, speed: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        chunks = self.inner.synthesize(text, voice, speed)
+        chunks = self.inner.synthesize(text, voice, speed, ahead_s=ahead_s)
         call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
         with self._lock:
             self.calls.append(call)

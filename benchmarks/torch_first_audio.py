@@ -18,7 +18,6 @@ arithmetic (what the windows cost and save); it does not predict a GPU's absolut
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -27,8 +26,8 @@ from typing import Any
 
 import torch
 
-from common import RESULTS, machine, write_json
-from first_audio_length import LENGTHS, busy_cores_s, own_cpu_s, sentence
+from common import RESULTS, LoadMeter, machine, write_json
+from first_audio_length import LENGTHS, sentence
 from voicestream.engine.assets import default_model_dir
 from voicestream.engine.checkpoint import build_model_dir
 from voicestream.engine.torch import DEFAULT_WINDOWS, TorchEngine
@@ -90,8 +89,7 @@ def main() -> None:
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in modes}
     steps: dict[int, list[dict[str, float]]] = {n: [] for n in LENGTHS}
-    load_before = os.getloadavg()
-    wall, busy, own = time.perf_counter(), busy_cores_s(), own_cpu_s()
+    load = LoadMeter()
     for repeat in range(args.repeats):
         for words in LENGTHS:
             order = list(modes) if repeat % 2 == 0 else list(reversed(modes))
@@ -100,11 +98,10 @@ def main() -> None:
                 runs[name][words].append(timed(engine, sentence(words)))
             steps[words].append(breakdown(engine, sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
-    wall = time.perf_counter() - wall
-    others = max(0.0, (busy_cores_s() - busy) - (own_cpu_s() - own)) / wall
+    measured_load = load.report()
     results: dict[str, Any] = {}
     for name, by_length in runs.items():
-        rows = {}
+        rows: dict[str, dict[str, Any]] = {}
         for words, samples in by_length.items():
             rows[str(words)] = {
                 "audio_s": round(samples[0]["audio_s"], 2),
@@ -159,12 +156,7 @@ def main() -> None:
                 for w in LENGTHS
             },
         },
-        "load": {
-            "other_processes_cores": round(others, 2),
-            "loadavg_before": [round(v, 2) for v in load_before],
-            "loadavg_after": [round(v, 2) for v in os.getloadavg()],
-            "wall_s": round(wall, 1),
-        },
+        "load": measured_load,
         "machine": machine(),
     }
     write_json(RESULTS / args.out, report)
@@ -172,7 +164,8 @@ def main() -> None:
         first = {w: results[name]["by_words"][str(w)]["first_audio_ms_p50"] for w in LENGTHS}
         ratio, rtf = results[name]["first_audio_long_over_short"], results[name]["rtf_overall"]
         print(name, first, "ms; long/short", ratio, "RTF", rtf)
-    print("chunked/whole RTF", report["chunked_over_whole"]["rtf"], "| other processes' cores", round(others, 2))
+    others = measured_load["other_processes_cores"]
+    print("chunked/whole RTF", report["chunked_over_whole"]["rtf"], "| other processes' cores", others)
 
 
 if __name__ == "__main__":
