@@ -31,6 +31,7 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
+from voicestream.engine.onnx import OnnxEngine
 from voicestream.engine.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.kokoro_client.websocket import http_base_url
@@ -318,6 +319,21 @@ def kokoro_server(
         yield LocalServer(
             http_url=running.url, description=description, engine=engine, runtime=app.state.runtime, running=running
         )
+
+
+@contextlib.contextmanager
+def whole_sentence_decoding(server: LocalServer) -> Iterator[None]:
+    """The same in-process server with its engine decoding each sentence in one run (decoder
+    windows off): the baseline that streaming inside a sentence is compared with."""
+    inner = server.engine.inner if server.engine is not None else None
+    if not isinstance(inner, OnnxEngine):
+        raise RuntimeError("whole-sentence decoding needs the in-process server's ONNX engine (no --url)")
+    windows = inner.decoder_windows
+    inner.decoder_windows = None
+    try:
+        yield
+    finally:
+        inner.decoder_windows = windows
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 1, 2, 4 and 8 sessions open at once against the real server, each speaking the 4-sentence
 paragraph as the project's client does (chunker pieces, pipelined). Per level: first audio
-p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors.
+p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors. Each
+level runs again with the same server's engine decoding whole sentences (decoder windows off),
+next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio.
 
 Then a second server on the same engine with a small session limit (`--limit`, the
 VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
@@ -27,6 +29,7 @@ from common import (
     kokoro_server,
     run_session,
     summary,
+    whole_sentence_decoding,
     write_json,
 )
 from voicestream.chunker import split_sentences
@@ -103,20 +106,39 @@ async def over_the_limit(server: LocalServer, limit: int) -> dict[str, Any]:
     }
 
 
-async def measure(server: LocalServer, levels: list[int], repeats: int) -> list[dict[str, Any]]:
+async def measure(server: LocalServer, levels: list[int], repeats: int, compare_whole: bool) -> list[dict[str, Any]]:
+    """Each level with the engine's defaults (`decoding: chunked`) and, with `compare_whole`,
+    right before or after it (alternating per repeat) with whole-sentence decoding."""
     await run_session(server.ws_url, ["Warm up."])
     rows = []
     for repeat in range(repeats):
         for sessions in levels:
-            row = await level(server, sessions)
-            row["repeat"] = repeat
-            rows.append(row)
-            print(
-                f"  {sessions} sessions: first audio p50 {row['first_audio_ms'].get('median')} ms,"
-                f" p95 {row['first_audio_ms'].get('p95')} ms, {row['audio_s_per_wall_s']} audio s per s,"
-                f" errors {row['errors']}"
-            )
+            modes = ["chunked", "whole"] if compare_whole else ["chunked"]
+            for mode in modes if repeat % 2 == 0 else reversed(modes):
+                with whole_sentence_decoding(server) if mode == "whole" else contextlib.nullcontext():
+                    row = await level(server, sessions)
+                row["repeat"], row["decoding"] = repeat, mode
+                rows.append(row)
+                print(
+                    f"  {sessions} sessions, {mode}: first audio p50 {row['first_audio_ms'].get('median')} ms,"
+                    f" p95 {row['first_audio_ms'].get('p95')} ms, {row['audio_s_per_wall_s']} audio s per s,"
+                    f" errors {row['errors']}"
+                )
     return rows
+
+
+def throughput_over_whole(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per level: whole-sentence decoding's audio seconds per wall second over chunked decoding's
+    (the server's RTF chunked / whole), over all repeats."""
+    ratios = {}
+    for sessions in sorted({row["sessions"] for row in rows}):
+        rate = {
+            mode: sum(r["audio_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == mode)
+            / sum(r["wall_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == mode)
+            for mode in ("chunked", "whole")
+        }
+        ratios[str(sessions)] = round(rate["whole"] / rate["chunked"], 3)
+    return ratios
 
 
 def main() -> None:
@@ -124,8 +146,9 @@ def main() -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--limit", type=int, default=4, help="max_sessions of the refusal check's server")
     args: argparse.Namespace = parser.parse_args()
+    compare_whole = not args.url  # the baseline switches the in-process engine's decoding
     with kokoro_server(args.url, args.threads) as server:
-        rows = asyncio.run(measure(server, args.levels, args.repeats))
+        rows = asyncio.run(measure(server, args.levels, args.repeats, compare_whole))
         limit_check: dict[str, Any] | None = None
         if server.engine is not None:  # the refusal check needs a server whose limit we set
             with kokoro_server(
@@ -137,10 +160,13 @@ def main() -> None:
             args,
             server,
             text=paragraph(),
-            levels=rows,
+            levels=[row for row in rows if row["decoding"] == "chunked"],
+            whole_sentence_levels=[row for row in rows if row["decoding"] == "whole"],
+            rtf_chunked_over_whole=throughput_over_whole(rows) if compare_whole else None,
             over_the_limit=limit_check,
         )
     write_json(args.out, report)
+    print("RTF chunked / whole per level:", report["rtf_chunked_over_whole"])
     print("over the limit:", limit_check)
 
 

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import statistics
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
+from voicestream.chunker import split_sentences
 from voicestream.engine.lookahead import head_split
 from voicestream.engine.onnx import (
     DEFAULT_LEAD_IN_FRAMES,
@@ -42,6 +45,7 @@ from voicestream.engine.onnx import (
 )
 from voicestream.engine.windows import WindowPlan, plan_windows
 from voicestream.engine.word_timings import tokenize
+from voicestream.kokoro_server.playback import PlaybackClock
 
 TEXT = (
     "our team will move every order from the north depot to the new site next week so please check that your "
@@ -88,6 +92,63 @@ def timed(engine: OnnxEngine, text: str) -> dict[str, float]:
         "rtf": total / audio_s,
         "chunks": len(durations),
         "stall_ms": stall_s(ready_at, durations) * 1000,
+    }
+
+
+def bench_replies() -> dict[str, list[str]]:
+    """The benchmark texts, each cut into sentences as the server cuts a request."""
+    texts = json.loads(resources.files("voicestream.data").joinpath("bench_texts.json").read_text())
+    return {name: split_sentences(text) for name, text in texts.items() if name != "notes"}
+
+
+def timed_reply(engine: OnnxEngine, sentences: list[str], *, ahead: bool) -> dict[str, float]:
+    """A reply's sentences spoken in turn as the server speaks a request or a session's requests:
+    with `ahead`, each sentence is told how much audio is still playing before it (the server's
+    PlaybackClock); without, each is synthesized as if nothing were."""
+    clock = PlaybackClock()
+    started, cpu_started = time.perf_counter(), own_cpu_s()
+    ready_at: list[float] = []
+    durations: list[float] = []
+    for text in sentences:
+        for chunk in engine.synthesize(text, ahead_s=clock.ahead_s() if ahead else 0.0):
+            ready_at.append(time.perf_counter() - started)
+            durations.append(chunk.duration_s)
+            clock.produced(chunk.duration_s)
+    total = time.perf_counter() - started
+    audio_s = sum(durations)
+    return {
+        "first_ms": ready_at[0] * 1000,
+        "total_s": total,
+        "cpu_s": own_cpu_s() - cpu_started,
+        "audio_s": audio_s,
+        "chunks": len(durations),
+        "stall_ms": stall_s(ready_at, durations) * 1000,
+    }
+
+
+def summarise_replies(
+    samples: dict[str, list[dict[str, float]]], whole: dict[str, list[dict[str, float]]]
+) -> dict[str, Any]:
+    """Totals over every reply and repeat; RTF and CPU as ratios to whole-sentence decoding."""
+
+    def total(runs: dict[str, list[dict[str, float]]], key: str) -> float:
+        return sum(run[key] for reply in runs.values() for run in reply)
+
+    rtf, whole_rtf = (
+        total(samples, "total_s") / total(samples, "audio_s"),
+        total(whole, "total_s") / total(whole, "audio_s"),
+    )
+    cpu = total(samples, "cpu_s") / total(samples, "audio_s")
+    whole_cpu = total(whole, "cpu_s") / total(whole, "audio_s")
+    return {
+        "rtf": round(rtf, 3),
+        "rtf_over_whole": round(rtf / whole_rtf, 3),
+        "cpu_over_whole": round(cpu / whole_cpu, 3),
+        "chunks": {name: int(runs[0]["chunks"]) for name, runs in samples.items()},
+        "first_audio_ms_p50": {
+            name: round(statistics.median(run["first_ms"] for run in runs), 1) for name, runs in samples.items()
+        },
+        "stall_ms_max": round(max(run["stall_ms"] for reply in samples.values() for run in reply), 1),
     }
 
 
@@ -143,7 +204,7 @@ def parse_plan(text: str) -> WindowPlan:
 
 
 def summarise(by_length: dict[int, list[dict[str, float]]]) -> dict[str, Any]:
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for words, samples in by_length.items():
         rows[str(words)] = {
             "audio_s": round(samples[0]["audio_s"], 2),
@@ -190,6 +251,12 @@ def main() -> None:
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in engines}
     parts: dict[int, list[dict[str, float]]] = {n: [] for n in LENGTHS}
+    replies = bench_replies()
+    # The same engines speak whole replies: `chunked` told what is still playing (as the server
+    # does), `chunked, nothing ahead` each sentence as if alone, `whole` one run per sentence.
+    reply_runs: dict[str, dict[str, list[dict[str, float]]]] = {
+        variant: {reply: [] for reply in replies} for variant in ("chunked", "chunked, nothing ahead", "whole")
+    }
     started = time.time()
     load = LoadMeter()
     for repeat in range(args.repeats):
@@ -199,6 +266,11 @@ def main() -> None:
                 runs[name][words].append(timed(engines[name], sentence(words)))
         for words in LENGTHS:
             parts[words].append(breakdown(engines["chunked"], sentence(words)))
+        for reply, sentences in replies.items():
+            variants = list(reply_runs) if repeat % 2 == 0 else list(reversed(reply_runs))
+            for variant in variants:
+                engine = engines["whole" if variant == "whole" else "chunked"]
+                reply_runs[variant][reply].append(timed_reply(engine, sentences, ahead=variant == "chunked"))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
     measured_load = load.report()
     results = {name: summarise(by_length) for name, by_length in runs.items()}
@@ -239,6 +311,10 @@ def main() -> None:
             for name, result in results.items()
             if name != "whole"
         },
+        "replies": {
+            "sentences": {reply: len(sentences) for reply, sentences in replies.items()},
+            "results": {variant: summarise_replies(runs, reply_runs["whole"]) for variant, runs in reply_runs.items()},
+        },
         "load": measured_load,
         "machine": machine(),
     }
@@ -253,6 +329,12 @@ def main() -> None:
         )
     for name, ratios in report["over_whole"].items():
         print(f"{name} / whole: RTF {ratios['rtf']}, CPU {ratios['cpu_per_audio']}")
+    for variant, result in report["replies"]["results"].items():
+        print(
+            f"replies, {variant}: RTF {result['rtf']} ({result['rtf_over_whole']} x whole, CPU "
+            f"{result['cpu_over_whole']}); first audio {result['first_audio_ms_p50']} ms; "
+            f"max stall {result['stall_ms_max']} ms; chunks {result['chunks']}"
+        )
     print(f"other processes kept {measured_load['other_processes_cores']} cores busy; load {measured_load}")
 
 

@@ -540,8 +540,55 @@ class Report:
                 f"{attempts[0].get('client_error', 'nothing')}); a held session still spoke afterwards: "
                 f"{limit['held_session_still_speaks']}."
             )
+        parts += self._whole_sentence_levels(r)
         parts += [self.image("concurrency_first_audio.png", "first audio per session by level"), command(r)]
         self.sections.append("\n\n".join(parts))
+
+    def _whole_sentence_levels(self, r: Json) -> list[str]:
+        ratios, whole_levels = r.get("rtf_chunked_over_whole"), r.get("whole_sentence_levels")
+        if not ratios or not whole_levels:
+            return []
+        chunked = {level["sessions"]: level for level in r["levels"]}
+        rows = [
+            [
+                str(level["sessions"]),
+                f"{chunked[level['sessions']]['audio_s_per_wall_s']}",
+                f"{level['audio_s_per_wall_s']}",
+                str(ratios[str(level["sessions"])]),
+                ms(med(chunked[level["sessions"]]["first_audio_ms"])),
+                ms(med(level["first_audio_ms"])),
+            ]
+            for level in whole_levels
+        ]
+        top = str(max(chunked))
+        self.head(
+            [
+                f"9b. Throughput at the server: RTF chunked / whole-sentence decoding, 1 to {top} sessions",
+                "not measured",
+                "≤ 1.10",
+                ", ".join(f"{sessions}: {ratio}" for sessions, ratio in ratios.items())
+                + f" (**{ratios[top]}** at {top} sessions)",
+                yes(max(ratios.values()) <= 1.10),
+            ]
+        )
+        return [
+            "The same levels with the server's engine decoding whole sentences (decoder windows off), each run "
+            "next to its chunked twin: the server's throughput cost of streaming inside a sentence. A session "
+            "whose listener the server keeps ahead of decodes its later sentences in fewer, larger windows "
+            "(docs/engine.md); under overload no listener is ahead, every sentence is decoded for first "
+            "audio, and the cost is that of single sentences.",
+            table(
+                [
+                    "sessions",
+                    "audio s per wall s, chunked",
+                    "whole",
+                    "RTF chunked / whole",
+                    "first audio p50, chunked",
+                    "whole",
+                ],
+                rows,
+            ),
+        ]
 
     def intelligibility(self, r: Json) -> None:
         rows = r["rows"]
