@@ -2,7 +2,8 @@
 fight the main environment's), so the servers they talk to run as processes of the main
 environment, on real 127.0.0.1 sockets:
 
-- `kokoro_url`: the Kokoro server with the real Kokoro-82M (`python -m voicestream.kokoro_server`);
+- `kokoro_url`: the Kokoro server with the real Kokoro-82M (`python -m voicestream.kokoro_server`,
+  whole-sentence decoding: its audio a function of the text);
 - `tone_url`: the same server app around the tone engine, which times words (tests/support/tone_server.py);
 - `kokoro` / `tone`: the same servers with their JSON logs (what the server saw: `cancelled`, ...).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import socket
 import subprocess
 import time
@@ -64,14 +66,18 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def server_process(arguments: list[str], log: Path, ready_s: float = 300.0) -> Iterator[ServerProcess]:
-    """Run a server of the main environment on a free port until the block ends."""
+def server_process(
+    arguments: list[str], log: Path, ready_s: float = 300.0, settings: dict[str, str] | None = None
+) -> Iterator[ServerProcess]:
+    """Run a server of the main environment on a free port until the block ends, with
+    `settings` (VOICESTREAM_* variables) added to its environment."""
     if not MAIN_PYTHON.exists():
         raise RuntimeError(f"{MAIN_PYTHON} is missing: run make venv")
     port = free_port()
     command = [str(MAIN_PYTHON), *[a.replace("{port}", str(port)) for a in arguments]]
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink)
+        environment = {**os.environ, **(settings or {})}
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_s
@@ -97,7 +103,12 @@ def server_process(arguments: list[str], log: Path, ready_s: float = 300.0) -> I
 @pytest.fixture(scope="session")
 def kokoro(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     log = tmp_path_factory.mktemp("kokoro") / "server.log"
-    with server_process(["-m", "voicestream.kokoro_server", "--port", "{port}", "--threads", "2"], log) as server:
+    arguments = ["-m", "voicestream.kokoro_server", "--port", "{port}", "--threads", "2"]
+    # Each sentence decoded in one run: the server's audio is then a function of the text alone,
+    # so a plugin's frames can be compared byte for byte with the server's own answer. (Decoded
+    # in windows, a sentence's windows depend on how much audio is still playing before it:
+    # docs/engine.md.)
+    with server_process(arguments, log, settings={"VOICESTREAM_DECODER_WINDOWS": "off"}) as server:
         yield server
 
 
