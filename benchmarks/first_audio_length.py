@@ -76,23 +76,8 @@ def stall_s(ready_at: list[float], durations: list[float]) -> float:
 
 
 def timed(engine: OnnxEngine, text: str) -> dict[str, float]:
-    started, cpu_started = time.perf_counter(), own_cpu_s()
-    ready_at: list[float] = []
-    durations: list[float] = []
-    for chunk in engine.synthesize(text):
-        ready_at.append(time.perf_counter() - started)
-        durations.append(chunk.duration_s)
-    total = time.perf_counter() - started
-    audio_s = sum(durations)
-    return {
-        "first_ms": ready_at[0] * 1000,
-        "total_s": total,
-        "cpu_s": own_cpu_s() - cpu_started,
-        "audio_s": audio_s,
-        "rtf": total / audio_s,
-        "chunks": len(durations),
-        "stall_ms": stall_s(ready_at, durations) * 1000,
-    }
+    """One sentence alone."""
+    return timed_reply(engine, [text], ahead=False)
 
 
 def bench_replies() -> dict[str, list[str]]:
@@ -121,6 +106,7 @@ def timed_reply(engine: OnnxEngine, sentences: list[str], *, ahead: bool) -> dic
         "total_s": total,
         "cpu_s": own_cpu_s() - cpu_started,
         "audio_s": audio_s,
+        "rtf": total / audio_s,
         "chunks": len(durations),
         "stall_ms": stall_s(ready_at, durations) * 1000,
     }
@@ -134,10 +120,8 @@ def summarise_replies(
     def total(runs: dict[str, list[dict[str, float]]], key: str) -> float:
         return sum(run[key] for reply in runs.values() for run in reply)
 
-    rtf, whole_rtf = (
-        total(samples, "total_s") / total(samples, "audio_s"),
-        total(whole, "total_s") / total(whole, "audio_s"),
-    )
+    rtf = total(samples, "total_s") / total(samples, "audio_s")
+    whole_rtf = total(whole, "total_s") / total(whole, "audio_s")
     cpu = total(samples, "cpu_s") / total(samples, "audio_s")
     whole_cpu = total(whole, "cpu_s") / total(whole, "audio_s")
     return {

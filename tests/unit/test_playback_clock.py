@@ -1,9 +1,11 @@
-"""PlaybackClock: the audio a listener who plays every chunk as it comes has yet to hear."""
+"""PlaybackClock: the audio a listener who plays every chunk as it comes has yet to hear; and
+what an engine makes of a bad value of it."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support.fakes import ToneEngine
 from voicestream.kokoro_server.playback import PlaybackClock
 
 
@@ -42,3 +44,12 @@ def test_a_stopped_listener_has_nothing_ahead() -> None:
     clock.produced(3.0)
     clock.stop()
     assert clock.ahead_s() == 0.0
+
+
+@pytest.mark.parametrize("ahead_s", [-0.5, float("inf"), float("nan")])
+def test_an_engine_refuses_audio_ahead_that_is_not_a_finite_positive_time(ahead_s: float) -> None:
+    engine = ToneEngine()
+    engine.load()
+    with pytest.raises(ValueError, match="ahead_s must be a finite number of seconds >= 0"):
+        engine.synthesize("Hello.", ahead_s=ahead_s)
+    assert engine.texts == []  # refused before any work

@@ -201,9 +201,9 @@ class TorchEngine(SpeechEngine):
     def _run(self, request: _Request, ahead_s: float = 0.0) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
         split, offset_s = self.split, 0.0
+        frame_s = split.samples_per_frame / SAMPLE_RATE
         for index, (phonemes, tokens) in enumerate(request.pieces):
             # Only the first piece knows what is ahead of it (windows.py's `ahead`).
-            frame_s = split.samples_per_frame / SAMPLE_RATE
             plan = with_audio_ahead(self.decoder_windows, ahead_s if index == 0 else 0.0, frame_s)
             # Grad mode is thread-local: inference mode is entered around model calls only, never
             # across a yield into the consumer's code (split.stream does the same per window).
