@@ -224,6 +224,9 @@ class TimedEngine(SpeechEngine):
         self.sample_rate = inner.sample_rate
         self.calls: list[EngineCall] = []
         self._lock = threading.Lock()
+        # False: the server's `behind` is not passed on (each sentence planned as if the server
+        # kept up): what that signal buys, measured next to it (concurrency.py).
+        self.pass_behind = True
 
     def _load(self) -> None:
         self.inner.load()
@@ -240,9 +243,9 @@ class TimedEngine(SpeechEngine):
     def close(self) -> None:
         self.inner.close()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        chunks = self.inner.synthesize(text, voice, speed, ahead_s=ahead_s)
+        chunks = self.inner.synthesize(text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind)
         call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
         with self._lock:
             self.calls.append(call)
@@ -334,6 +337,19 @@ def whole_sentence_decoding(server: LocalServer) -> Iterator[None]:
         yield
     finally:
         inner.decoder_windows = windows
+
+
+@contextlib.contextmanager
+def behind_ignored(server: LocalServer) -> Iterator[None]:
+    """The same in-process server with its engine never told that it is behind a listener
+    (engine/windows.py, `WindowPlan.behind`): every sentence planned as if the server kept up."""
+    if server.engine is None:
+        raise RuntimeError("ignoring `behind` needs the in-process server's engine (no --url)")
+    server.engine.pass_behind = False
+    try:
+        yield
+    finally:
+        server.engine.pass_behind = True
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@
 paragraph as the project's client does (chunker pieces, pipelined). Per level: first audio
 p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors. Each
 level runs again with the same server's engine decoding whole sentences (decoder windows off),
-next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio.
+next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio;
+and again with the engine never told that the server is behind a listener (`behind` ignored),
+which shows what that signal buys once the sessions outrun the server.
 
 Then a second server on the same engine with a small session limit (`--limit`, the
 VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
@@ -20,11 +22,13 @@ import argparse
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from common import (
     LocalServer,
     base_parser,
+    behind_ignored,
     header,
     kokoro_server,
     run_session,
@@ -106,16 +110,24 @@ async def over_the_limit(server: LocalServer, limit: int) -> dict[str, Any]:
     }
 
 
+MODES: dict[str, Callable[[LocalServer], contextlib.AbstractContextManager[None]]] = {
+    "chunked": lambda server: contextlib.nullcontext(),
+    "whole": whole_sentence_decoding,
+    "chunked, behind ignored": behind_ignored,
+}
+
+
 async def measure(server: LocalServer, levels: list[int], repeats: int, compare_whole: bool) -> list[dict[str, Any]]:
     """Each level with the engine's defaults (`decoding: chunked`) and, with `compare_whole`,
-    right before or after it (alternating per repeat) with whole-sentence decoding."""
+    right before or after it (the order alternating per repeat) with whole-sentence decoding
+    and with `behind` ignored."""
     await run_session(server.ws_url, ["Warm up."])
     rows = []
     for repeat in range(repeats):
         for sessions in levels:
-            modes = ["chunked", "whole"] if compare_whole else ["chunked"]
+            modes = list(MODES) if compare_whole else ["chunked"]
             for mode in modes if repeat % 2 == 0 else reversed(modes):
-                with whole_sentence_decoding(server) if mode == "whole" else contextlib.nullcontext():
+                with MODES[mode](server):
                     row = await level(server, sessions)
                 row["repeat"], row["decoding"] = repeat, mode
                 rows.append(row)
@@ -127,17 +139,17 @@ async def measure(server: LocalServer, levels: list[int], repeats: int, compare_
     return rows
 
 
-def throughput_over_whole(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per level: whole-sentence decoding's audio seconds per wall second over chunked decoding's
-    (the server's RTF chunked / whole), over all repeats."""
+def throughput_over_whole(rows: list[dict[str, Any]], mode: str = "chunked") -> dict[str, float]:
+    """Per level: whole-sentence decoding's audio seconds per wall second over `mode`'s (the
+    server's RTF chunked / whole), over all repeats."""
     ratios = {}
     for sessions in sorted({row["sessions"] for row in rows}):
         rate = {
-            mode: sum(r["audio_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == mode)
-            / sum(r["wall_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == mode)
-            for mode in ("chunked", "whole")
+            name: sum(r["audio_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
+            / sum(r["wall_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
+            for name in (mode, "whole")
         }
-        ratios[str(sessions)] = round(rate["whole"] / rate["chunked"], 3)
+        ratios[str(sessions)] = round(rate["whole"] / rate[mode], 3)
     return ratios
 
 
@@ -162,11 +174,16 @@ def main() -> None:
             text=paragraph(),
             levels=[row for row in rows if row["decoding"] == "chunked"],
             whole_sentence_levels=[row for row in rows if row["decoding"] == "whole"],
+            behind_ignored_levels=[row for row in rows if row["decoding"] == "chunked, behind ignored"],
             rtf_chunked_over_whole=throughput_over_whole(rows) if compare_whole else None,
+            rtf_behind_ignored_over_whole=(
+                throughput_over_whole(rows, "chunked, behind ignored") if compare_whole else None
+            ),
             over_the_limit=limit_check,
         )
     write_json(args.out, report)
     print("RTF chunked / whole per level:", report["rtf_chunked_over_whole"])
+    print("the same with `behind` ignored:", report["rtf_behind_ignored_over_whole"])
     print("over the limit:", limit_check)
 
 

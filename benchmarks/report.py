@@ -549,14 +549,20 @@ class Report:
         if not ratios or not whole_levels:
             return []
         chunked = {level["sessions"]: level for level in r["levels"]}
+        ignored = {level["sessions"]: level for level in r.get("behind_ignored_levels") or []}
+        ignored_ratios = r.get("rtf_behind_ignored_over_whole") or {}
         rows = [
             [
                 str(level["sessions"]),
                 f"{chunked[level['sessions']]['audio_s_per_wall_s']}",
                 f"{level['audio_s_per_wall_s']}",
                 str(ratios[str(level["sessions"])]),
+                str(ignored_ratios.get(str(level["sessions"]), "not measured")),
                 ms(med(chunked[level["sessions"]]["first_audio_ms"])),
                 ms(med(level["first_audio_ms"])),
+                ms(med(chunked[level["sessions"]]["stall_ms"])),
+                ms(med(ignored[level["sessions"]]["stall_ms"])) if level["sessions"] in ignored else "-",
+                ms(med(level["stall_ms"])),
             ]
             for level in whole_levels
         ]
@@ -572,18 +578,24 @@ class Report:
             ]
         )
         return [
-            "The same levels with the server's engine decoding whole sentences (decoder windows off), each run "
-            "next to its chunked twin: the server's throughput cost of streaming inside a sentence. A session "
-            "whose listener the server keeps ahead of decodes its later sentences in fewer, larger windows "
-            "(docs/engine.md); under overload no listener is ahead, every sentence is decoded for first "
-            "audio, and the cost is that of single sentences.",
+            "The same levels with the server's engine decoding whole sentences (decoder windows off), and "
+            "with the engine never told that the server is behind a listener, each run next to its chunked "
+            "twin: the server's throughput cost of streaming inside a sentence. A session whose listener the "
+            "server keeps ahead of decodes its later sentences in fewer, larger windows; once the sessions "
+            "outrun the server, a sentence whose listener ran dry while its text waited is decoded in the "
+            "largest windows (docs/engine.md). A session's first sentence is decoded for its first audio "
+            "either way. Stall: the listener's silences after its first audio, median per session.",
             table(
                 [
                     "sessions",
                     "audio s per wall s, chunked",
                     "whole",
                     "RTF chunked / whole",
+                    "behind ignored / whole",
                     "first audio p50, chunked",
+                    "whole",
+                    "stall p50, chunked",
+                    "behind ignored",
                     "whole",
                 ],
                 rows,

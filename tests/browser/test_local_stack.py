@@ -46,7 +46,7 @@ class BrokenEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         raise AssertionError("never asked before loading")
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         raise AssertionError("never called")
 
 

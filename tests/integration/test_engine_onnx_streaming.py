@@ -234,6 +234,7 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
         ("default", DEFAULT_WINDOWS),
         ("many seams", many_seams),
         ("audio ahead", replace(DEFAULT_WINDOWS, ahead=30)),  # windows of 42, 84, 144 ... frames
+        ("behind", replace(DEFAULT_WINDOWS, behind=True)),  # windows of 72, 144, 144 ... frames
         ("no context", WindowPlan(first=12, growth=1.0, largest=12, context=0, frontend_context=0, crossfade=0)),
     ]:
         audio, seams = chunked(engine, features, plan)
@@ -242,6 +243,7 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
     assert reports["default"].passes()
     assert reports["many seams"].passes()
     assert reports["audio ahead"].passes()
+    assert reports["behind"].passes()
     assert not reports["no context"].passes()
     assert reports["no context"].seam_excess_db > 3.0
 
@@ -277,6 +279,21 @@ def test_audio_still_playing_buys_fewer_larger_windows_and_one_when_it_covers_th
     covered = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, ahead_s=60.0)]
     assert len(covered) == 1 and len(covered[0]) == len(whole)
     assert compare(covered[0], whole, []).log_mel_distance_db < 1.0
+
+
+def test_a_server_behind_its_listener_gets_windows_from_half_the_largest(
+    plain_engine: OnnxEngine, whole_engine: OnnxEngine
+) -> None:
+    features = features_of(plain_engine, LONG_SENTENCE)
+    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
+    (whole,) = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
+    behind = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, behind=True)]
+    sizes = [len(chunk) // SAMPLES_PER_FRAME for chunk in behind]
+    assert sizes == [
+        w.end - w.start for w in plan_windows(features.frames, replace(DEFAULT_WINDOWS, behind=True), first)
+    ]
+    assert sizes[0] == DEFAULT_WINDOWS.largest // 2 and len(sizes) < len(list(plain_engine.synthesize(LONG_SENTENCE)))
+    assert sum(len(chunk) for chunk in behind) == len(whole)
 
 
 def test_the_leading_silence_is_cut_to_the_lead_in_and_nothing_else_changes(whole_engine: OnnxEngine) -> None:
@@ -331,22 +348,29 @@ def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(
     Whisper tiny.en flips a word or two on some sentences between renderings that differ
     inaudibly: the leading silence's length alone changes 2 of these 15 sentences' transcripts
     (docs/engine.md), so this gate is sensitive to any change of the rendering, not only to seams."""
-    results: list[tuple[str, float, float, float]] = []
+    results: list[tuple[str, float, float, float, float]] = []
     for sentence in [*bench_sentences(), *LONG_SENTENCES]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
         # As a sentence after others is spoken: 1 s still playing (a first window of 52 frames).
         after_others = np.concatenate([c.samples for c in engine.synthesize(sentence, ahead_s=1.0)])
+        # As a server behind its listener speaks it: windows of 72, 144 ... frames.
+        behind = np.concatenate([c.samples for c in engine.synthesize(sentence, behind=True)])
         whole = np.concatenate([c.samples for c in original_engine.synthesize(sentence)])
-        streamed_wer, ahead_wer, whole_wer = (
-            word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, after_others, whole)
+        streamed_wer, ahead_wer, behind_wer, whole_wer = (
+            word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, after_others, behind, whole)
         )
-        results.append((sentence, streamed_wer, ahead_wer, whole_wer))
-    for sentence, streamed_wer, ahead_wer, whole_wer in results:
-        print(f"WER streamed {streamed_wer:.3f} with audio ahead {ahead_wer:.3f} whole {whole_wer:.3f}: {sentence}")
+        results.append((sentence, streamed_wer, ahead_wer, behind_wer, whole_wer))
+    for sentence, streamed_wer, ahead_wer, behind_wer, whole_wer in results:
+        print(
+            f"WER streamed {streamed_wer:.3f} with audio ahead {ahead_wer:.3f} behind {behind_wer:.3f}"
+            f" whole {whole_wer:.3f}: {sentence}"
+        )
     streamed_total = sum(r[1] for r in results)
     ahead_total = sum(r[2] for r in results)
-    whole_total = sum(r[3] for r in results)
+    behind_total = sum(r[3] for r in results)
+    whole_total = sum(r[4] for r in results)
     # Not worse than the original: Whisper hearing a word MORE right in the streamed audio (the
     # lead-in cut changes the rendering) is no loss of quality.
     assert streamed_total <= whole_total, results
     assert ahead_total <= whole_total, results
+    assert behind_total <= whole_total, results

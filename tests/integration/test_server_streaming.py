@@ -48,7 +48,7 @@ class RecordingEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.inner.voices()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         return self._recorded(self.inner.synthesize(text, voice, speed))
 
     def _recorded(self, chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:

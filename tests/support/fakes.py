@@ -64,6 +64,7 @@ class ToneEngine(SpeechEngine):
         self.words = words
         self.texts: list[str] = []  # every text asked for, in order
         self.aheads: list[float] = []  # the audio ahead (s) each text was asked for with
+        self.behinds: list[bool] = []  # whether the server was behind each text's listener
         self.chunks_made = 0
 
     def _load(self) -> None:
@@ -75,11 +76,12 @@ class ToneEngine(SpeechEngine):
     def samples_for(self, text: str) -> int:
         return int(len(text) * self.ms_per_char * SAMPLE_RATE / 1000)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         if self.refuse_on is not None and self.refuse_on in text:
             raise InvalidRequestError(f"refused {text!r}")
         self.texts.append(text)
         self.aheads.append(ahead_s)
+        self.behinds.append(behind)
         return self._chunks(text)
 
     def word_timings(self, text: str) -> tuple[WordTiming, ...]:
@@ -166,6 +168,7 @@ async def started_runtime(engine: SpeechEngine, limits: Limits | None = None, wo
     if isinstance(engine, ToneEngine):  # the warm-up is not what a test asked for
         engine.texts.clear()
         engine.aheads.clear()
+        engine.behinds.clear()
         engine.chunks_made = 0
     return runtime
 

@@ -236,7 +236,7 @@ def test_chunks_follow_the_plan_and_each_word_goes_with_the_chunk_it_starts_in(
     assert sum(1 for chunk in chunks if chunk.words) > 2
 
 
-def test_audio_still_playing_buys_a_larger_first_window_and_one_when_it_covers_the_sentence(
+def test_audio_still_playing_or_a_server_behind_buys_larger_windows(
     engine: TorchEngine, whole_engine: TorchEngine
 ) -> None:
     torch.manual_seed(7)
@@ -250,6 +250,10 @@ def test_audio_still_playing_buys_a_larger_first_window_and_one_when_it_covers_t
     torch.manual_seed(7)  # the source's noise drawn alike
     (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=60.0))
     assert np.array_equal(covered.samples, whole.samples)  # one run over every frame: the whole sentence
+    behind = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, behind=True))  # the server behind its listener
+    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, behind=True))]
+    assert [len(chunk.samples) // spf for chunk in behind] == expected
+    assert expected[0] == min(frames, DEFAULT_WINDOWS.largest // 2)
 
 
 class CountingSplit(KokoroSplit):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -9,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, fade_in, plan_windows, stitch, with_audio_ahead
+from voicestream.engine.windows import (
+    Stitcher,
+    Window,
+    WindowPlan,
+    core_sizes,
+    fade_in,
+    for_listener,
+    plan_windows,
+    stitch,
+)
 
 SPF = 600
 
@@ -69,9 +79,22 @@ def test_a_sentence_the_audio_ahead_covers_is_one_window_whatever_its_length() -
 
 def test_seconds_ahead_become_whole_frames_and_no_plan_stays_none() -> None:
     plan = WindowPlan()
-    assert with_audio_ahead(plan, 1.0, 0.025) == replace(plan, ahead=40)
-    assert with_audio_ahead(plan, 0.0249, 0.025) == plan
-    assert with_audio_ahead(None, 3.0, 0.025) is None
+    assert for_listener(plan, 0.025, ahead_s=1.0) == replace(plan, ahead=40)
+    assert for_listener(plan, 0.025, ahead_s=0.0249) == plan
+    assert for_listener(plan, 0.025, behind=True) == replace(plan, behind=True)
+    assert for_listener(None, 0.025, ahead_s=3.0, behind=True) is None
+
+
+def test_a_server_behind_its_listener_starts_at_half_the_largest_window_and_doubles() -> None:
+    plan = WindowPlan(first=12, growth=2.0, largest=144)
+    assert list(itertools.islice(core_sizes(replace(plan, behind=True)), 3)) == [72, 144, 144]
+    assert list(itertools.islice(core_sizes(plan), 6)) == [12, 24, 48, 96, 144, 144]
+    cores = [(w.start, w.end) for w in plan_windows(400, replace(plan, behind=True))]
+    assert cores == [(0, 72), (72, 216), (216, 360), (360, 400)]
+    # More audio ahead than that still grows the first window; a sentence it covers is one run.
+    assert next(core_sizes(replace(plan, behind=True, ahead=100))) == 112
+    assert next(core_sizes(replace(plan, behind=True, ahead=1000))) == 144
+    assert plan_windows(80, replace(plan, behind=True)) == [Window(0, 80, 0, 80)]
 
 
 def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
@@ -87,9 +110,10 @@ def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
     extra=st.integers(0, 300),
     context=st.integers(0, 20),
     ahead=st.integers(0, 400),
+    behind=st.booleans(),
 )
 def test_cores_tile_the_sentence_exactly_once(
-    total: int, first: int, growth: float, extra: int, context: int, ahead: int
+    total: int, first: int, growth: float, extra: int, context: int, ahead: int, behind: bool
 ) -> None:
     plan = WindowPlan(
         first=first,
@@ -99,6 +123,7 @@ def test_cores_tile_the_sentence_exactly_once(
         frontend_context=20 - context,
         crossfade=min(2, context),
         ahead=ahead,
+        behind=behind,
     )
     windows = plan_windows(total, plan)
     covered = np.zeros(total, dtype=int)

@@ -180,6 +180,25 @@ async def test_a_request_is_told_how_much_of_the_sessions_audio_is_still_playing
     assert engine.aheads[2] == 0.0
 
 
+async def test_a_sentence_whose_listener_ran_dry_while_its_text_waited_is_synthesized_as_behind() -> None:
+    """An engine slower than real time (each 20 ms chunk takes 60 ms) leaves the listener without
+    audio while the request's next sentences wait: those are synthesized `behind`. A text that
+    comes after the audio ran out is not: the silence was the text's lateness."""
+    slow = ToneEngine(ms_per_char=2, chunk_ms=20, step_delay_s=0.06)
+    talk = await converse(slow)
+    talk.send({"type": "synthesize", "text": "One two three four. Five six seven. Eight nine ten.", "request_id": "r0"})
+    await talk.until("synthesis_complete", "r0")
+    assert slow.behinds == [False, True, True]
+    fast = ToneEngine(ms_per_char=10)
+    talk = await converse(fast)
+    talk.send({"type": "synthesize", "text": "One two three four. Five six seven.", "request_id": "r0"})
+    await talk.until("synthesis_complete", "r0")
+    await asyncio.sleep(0.6)  # r0's 350 ms of audio have played
+    talk.send({"type": "synthesize", "text": "Then another one.", "request_id": "r1"})
+    await talk.until("synthesis_complete", "r1")
+    assert fast.behinds == [False, False, False]
+
+
 async def test_an_engine_refusal_ends_only_its_request() -> None:
     talk = await converse(ToneEngine(refuse_on="forbidden"))
     talk.send({"type": "synthesize", "text": "A forbidden word.", "request_id": "bad"})

@@ -123,13 +123,21 @@ class SpeechEngine(abc.ABC):
         """The voice ids this engine can speak with (blends of them are accepted too)."""
 
     def synthesize(
-        self, text: str, voice: str = DEFAULT_VOICE, speed: float = 1.0, *, ahead_s: float = 0.0
+        self,
+        text: str,
+        voice: str = DEFAULT_VOICE,
+        speed: float = 1.0,
+        *,
+        ahead_s: float = 0.0,
+        behind: bool = False,
     ) -> Iterator[AudioChunk]:
         """Yield the audio of `text` chunk by chunk. Validates before any work is done.
 
         `ahead_s`: seconds of earlier audio the listener has yet to hear (the sentences before
         this one, still playing). An engine that streams inside a sentence spends them on fewer,
-        larger windows (windows.py): the same audio for less compute."""
+        larger windows (windows.py): the same audio for less compute. `behind`: the listener has
+        run out of audio though this text was waiting (the server has more work than workers):
+        fewer, larger windows from the first, which cost less per second of audio."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         text = check_text(text)
@@ -137,7 +145,7 @@ class SpeechEngine(abc.ABC):
         self.validate_voice(voice)
         if not 0.0 <= ahead_s < float("inf"):
             raise ValueError(f"ahead_s must be a finite number of seconds >= 0, got {ahead_s}")
-        return self._synthesize(text, voice, speed, ahead_s)
+        return self._synthesize(text, voice, speed, ahead_s, behind)
 
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
@@ -146,7 +154,9 @@ class SpeechEngine(abc.ABC):
         parse_voice_spec(voice, self.voices())
 
     @abc.abstractmethod
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]: ...
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool
+    ) -> Iterator[AudioChunk]: ...
 
     def count_phonemes(self, texts: Sequence[str], voice: str = DEFAULT_VOICE) -> int:
         """The phonemes `synthesize` would speak for `texts` (a request's sentences): the

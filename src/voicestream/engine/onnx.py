@@ -32,7 +32,7 @@ from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, with_audio_ahead
+from voicestream.engine.windows import WindowPlan, for_listener
 from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.env import DecoderWindows
 
@@ -144,13 +144,13 @@ class OnnxEngine(SpeechEngine):
         language = parse_voice_spec(voice, self.voices()).language
         return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
         pieces = self.phoneme_pieces(text, voice)
-        return self._run_pieces(pieces, style_table, speed, ahead_s)
+        return self._run_pieces(pieces, style_table, speed, ahead_s, behind)
 
     def _run_pieces(
-        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float
+        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
         for index, piece in enumerate(pieces):
@@ -159,7 +159,7 @@ class OnnxEngine(SpeechEngine):
                 continue
             style = style_table[len(ids) - 1 : len(ids)]
             # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
-            plan = with_audio_ahead(self.decoder_windows, ahead_s if index == 0 else 0.0, FRAME_S)
+            plan = for_listener(self.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
             emitted = 0
             for decoded in self._windows(ids, style, speed, plan):
                 window = decoded.window
@@ -178,8 +178,10 @@ class OnnxEngine(SpeechEngine):
         split = self.split
         # The head is encoded first for the first audio's sake. With a first window's worth of audio
         # (300 ms) still playing, the whole piece's encoding (~110 ms for 50 words on 2 cores) fits in
-        # it, and the head's would be spent for nothing.
-        head = head_split(ids, self.lookahead) if plan is not None and plan.ahead < plan.first else None
+        # it, and the head's would be spent for nothing; likewise when the server is behind (a first
+        # window of 72+ frames, which waits for a worker anyway).
+        wants_head = plan is not None and plan.ahead < plan.first and not plan.behind
+        head = head_split(ids, self.lookahead) if wants_head else None
         if plan is None or head is None:
             features = split.encode(ids, style, speed)
             return split.windows(features, plan, self._first_frame(features))

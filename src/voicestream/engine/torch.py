@@ -39,7 +39,7 @@ from voicestream.engine.torch_assets import (
 )
 from voicestream.engine.torch_split import KokoroSplit
 from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, with_audio_ahead
+from voicestream.engine.windows import WindowPlan, for_listener
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
@@ -157,9 +157,9 @@ class TorchEngine(SpeechEngine):
         # In-process G2P under the lock (the ONNX engine's runs in time-bounded worker processes).
         return sum(len(piece) for text in texts for piece in self.phonemes(text, voice))
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
-        return self._run(self._prepare(text, voice, speed), ahead_s)
+        return self._run(self._prepare(text, voice, speed), ahead_s, behind)
 
     def _prepare(self, text: str, voice: str, speed: float) -> _Request:
         # The chunker sends one sentence: newlines are spaces (KPipeline would split at them).
@@ -198,13 +198,13 @@ class TorchEngine(SpeechEngine):
             self._pipelines[code] = pipeline
         return pipeline
 
-    def _run(self, request: _Request, ahead_s: float = 0.0) -> Iterator[AudioChunk]:
+    def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
         split, offset_s = self.split, 0.0
         frame_s = split.samples_per_frame / SAMPLE_RATE
         for index, (phonemes, tokens) in enumerate(request.pieces):
             # Only the first piece knows what is ahead of it (windows.py's `ahead`).
-            plan = with_audio_ahead(self.decoder_windows, ahead_s if index == 0 else 0.0, frame_s)
+            plan = for_listener(self.decoder_windows, frame_s, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
             # Grad mode is thread-local: inference mode is entered around model calls only, never
             # across a yield into the consumer's code (split.stream does the same per window).
             with torch.inference_mode():

@@ -48,6 +48,13 @@ class WindowPlan:
     # has that much more time to compute, and the sentence needs fewer windows. The doubling
     # after it keeps every later window's margin.
     ahead: int = 0
+    # The listener ran out of audio though this sentence's text was already waiting: the server
+    # is behind (more work than workers), and each window waits for a worker whatever its size,
+    # so a small first one buys little and recomputes its context for every listener in the
+    # queue. The first core is then at least half the largest, and the doubling goes on from
+    # there. Not 12 then 144 at once: a window 12 times its neighbour's size failed the seam
+    # gate (docs/engine.md, "A server behind its listeners").
+    behind: bool = False
 
     def __post_init__(self) -> None:
         if self.first < 1 or self.largest < self.first:
@@ -92,16 +99,20 @@ class Window:
         return self.start - self.span_start
 
 
-def with_audio_ahead(plan: WindowPlan | None, ahead_s: float, frame_s: float) -> WindowPlan | None:
+def for_listener(
+    plan: WindowPlan | None, frame_s: float, *, ahead_s: float = 0.0, behind: bool = False
+) -> WindowPlan | None:
     """`plan` for a sentence that starts with `ahead_s` seconds of earlier audio still to play
-    (whole frames, rounded down); None stays None."""
-    return plan if plan is None else replace(plan, ahead=int(ahead_s / frame_s))
+    (whole frames, rounded down) and, with `behind`, a listener the engine has left without audio;
+    None stays None."""
+    return plan if plan is None else replace(plan, ahead=int(ahead_s / frame_s), behind=behind)
 
 
 def core_sizes(plan: WindowPlan) -> Iterator[int]:
     """The cores' sizes in order: `first` (plus the frames `ahead`), then `growth` times the one
-    before, up to `largest`."""
-    size = float(min(plan.largest, plan.first + plan.ahead))
+    before, up to `largest`; the first at least half of `largest` when the server is `behind`."""
+    first = plan.first + plan.ahead
+    size = float(min(plan.largest, max(first, plan.largest // 2) if plan.behind else first))
     while True:
         yield round(size)
         size = min(float(plan.largest), size * plan.growth)

@@ -4,7 +4,8 @@ The model is a listener who plays every chunk as soon as it exists, without a pa
 of a chunk begins when it is synthesized or when the audio before it ends, whichever is later.
 The real listener starts no earlier (the network and its jitter buffer only delay it), so the
 audio ahead of it is at least this. The engine spends it on fewer, larger decoder windows for
-the next sentence (engine/windows.py, `WindowPlan.ahead`).
+the next sentence (engine/windows.py, `WindowPlan.ahead`). A listener left without audio though
+the text was waiting tells the engine it is behind (`WindowPlan.behind`).
 """
 
 from __future__ import annotations
@@ -19,15 +20,27 @@ class PlaybackClock:
     def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
         self._now = now
         self._playing_until = 0.0
+        self._last_gap_from: float | None = None  # when the listener last ran out of audio
 
     def produced(self, seconds: float) -> None:
         """A chunk of `seconds` of audio was just synthesized."""
-        self._playing_until = max(self._now(), self._playing_until) + seconds
+        now = self._now()
+        if 0.0 < self._playing_until < now:
+            self._last_gap_from = self._playing_until
+        self._playing_until = max(now, self._playing_until) + seconds
 
     def ahead_s(self) -> float:
         """Seconds of audio produced that the listener has yet to hear."""
         return max(0.0, self._playing_until - self._now())
 
+    def ran_dry_since(self, moment: float) -> bool:
+        """The listener has run out of audio (now, or in a gap since filled) after `moment`: with
+        `moment` a time the text to speak next was already there, the silence was the server's
+        doing, not the text's lateness."""
+        gap_from = self._playing_until if 0.0 < self._playing_until <= self._now() else self._last_gap_from
+        return gap_from is not None and gap_from > moment
+
     def stop(self) -> None:
         """The listener stopped (a cancel): nothing it was sent will play on."""
         self._playing_until = 0.0
+        self._last_gap_from = None

@@ -82,14 +82,23 @@ class AudioStream:
         framer = Framer.for_encoder(encoder, limits.frame_ms)
         sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
+        # Since when this request's next sentence has been waiting for the engine: a listener who
+        # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since).
+        waiting_since = request.received_at
         for sentence in sentences:
             self.stats.sentences += 1
             self.runtime.stats.sentences_started += 1
             sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
             started = time.perf_counter()
             chunks = await self.runtime.in_worker(
-                engine.synthesize, sentence, request.voice, request.speed, ahead_s=self.playback.ahead_s()
+                engine.synthesize,
+                sentence,
+                request.voice,
+                request.speed,
+                ahead_s=self.playback.ahead_s(),
+                behind=self.playback.ran_dry_since(waiting_since),
             )
+            waiting_since = max(waiting_since, started)
             self.stats.synth_s += time.perf_counter() - started
             while True:
                 started = time.perf_counter()
