@@ -353,6 +353,19 @@ def behind_ignored(server: LocalServer) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def steps_in_arrival_order(server: LocalServer) -> Iterator[None]:
+    """The same in-process server running synthesis steps in the order they are asked for (a
+    FIFO pool), not earliest deadline first (kokoro_server/scheduler.py)."""
+    if server.runtime is None:
+        raise RuntimeError("the arrival-order baseline needs the in-process server (no --url)")
+    server.runtime.schedule_by_deadline = False
+    try:
+        yield
+    finally:
+        server.runtime.schedule_by_deadline = True
+
+
+@contextlib.contextmanager
 def anchor_style_requests(server: LocalServer) -> Iterator[None]:
     """The anchor's server: each request synthesized as one text, never split into sentences.
 

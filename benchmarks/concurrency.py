@@ -8,12 +8,18 @@ next to it in time: the server's throughput cost of streaming inside a sentence,
 and again with the engine never told that the server is behind a listener (`behind` ignored),
 which shows what that signal buys once the sessions outrun the server.
 
+Callers arriving one after another (`--arrivals N --arrival-gap-s S`): N sessions, one every S
+seconds, each speaking the paragraph, with the server's synthesis steps run earliest deadline
+first (when each listener runs out of audio: kokoro_server/scheduler.py) and, next to it, in the
+order they were asked for (a FIFO pool): first audio and stalls per caller.
+
 Then a second server on the same engine with a small session limit (`--limit`, the
 VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
 to connect and must be refused with a clean `server_busy` (the client raises it from `connect()`
 as SessionConnectError with that server code), and a held session must still speak afterwards.
 
     .venv/bin/python benchmarks/concurrency.py [--levels 1 2 4 8] [--repeats 1] [--limit 4]
+        [--arrivals 5] [--arrival-gap-s 1.0] [--arrival-repeats 3]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from common import (
     header,
     kokoro_server,
     run_session,
+    steps_in_arrival_order,
     summary,
     whole_sentence_decoding,
     write_json,
@@ -139,6 +146,42 @@ async def measure(server: LocalServer, levels: list[int], repeats: int, compare_
     return rows
 
 
+async def arrivals(server: LocalServer, callers: int, gap_s: float, repeats: int) -> dict[str, Any]:
+    """`callers` sessions, one every `gap_s` seconds, with deadline scheduling and without,
+    alternating which goes first per repeat: each caller's first audio (from its first send) and
+    its stalls."""
+    pieces = split_sentences(paragraph(), first_clause_min_words=4)
+
+    async def caller(index: int) -> dict[str, Any]:
+        await asyncio.sleep(index * gap_s)
+        return (await run_session(server.ws_url, pieces)).metrics()
+
+    runs: dict[str, list[dict[str, Any]]] = {"earliest deadline first": [], "arrival order": []}
+    for repeat in range(repeats):
+        for mode in runs if repeat % 2 == 0 else reversed(list(runs)):
+            with steps_in_arrival_order(server) if mode == "arrival order" else contextlib.nullcontext():
+                records = await asyncio.gather(*(caller(index) for index in range(callers)))
+            runs[mode].extend(records)
+            print(
+                f"  {callers} callers {gap_s} s apart, {mode}: first audio "
+                f"{[r['first_audio_ms'] for r in records]} ms, stall {[round(r['stall_ms']) for r in records]} ms"
+            )
+    return {
+        "callers": callers,
+        "gap_s": gap_s,
+        "repeats": repeats,
+        "modes": {
+            mode: {
+                "first_audio_ms": summary(r["first_audio_ms"] for r in records if r["first_audio_ms"] is not None),
+                "stall_ms": summary(r["stall_ms"] for r in records),
+                "stall_total_s": round(sum(r["stall_ms"] for r in records) / 1000, 2),
+                "runs": records,
+            }
+            for mode, records in runs.items()
+        },
+    }
+
+
 def throughput_over_whole(rows: list[dict[str, Any]], mode: str = "chunked") -> dict[str, float]:
     """Per level: whole-sentence decoding's audio seconds per wall second over `mode`'s (the
     server's RTF chunked / whole), over all repeats."""
@@ -157,10 +200,16 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "concurrency.json", repeats=1)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--limit", type=int, default=4, help="max_sessions of the refusal check's server")
+    parser.add_argument("--arrivals", type=int, default=5, help="callers arriving one after another (0: skip)")
+    parser.add_argument("--arrival-gap-s", type=float, default=1.0, help="seconds between two callers' arrivals")
+    parser.add_argument("--arrival-repeats", type=int, default=3)
     args: argparse.Namespace = parser.parse_args()
     compare_whole = not args.url  # the baseline switches the in-process engine's decoding
     with kokoro_server(args.url, args.threads) as server:
         rows = asyncio.run(measure(server, args.levels, args.repeats, compare_whole))
+        arrival_check: dict[str, Any] | None = None
+        if args.arrivals and server.runtime is not None:  # the baseline switches the in-process scheduler
+            arrival_check = asyncio.run(arrivals(server, args.arrivals, args.arrival_gap_s, args.arrival_repeats))
         limit_check: dict[str, Any] | None = None
         if server.engine is not None:  # the refusal check needs a server whose limit we set
             with kokoro_server(
@@ -180,6 +229,7 @@ def main() -> None:
                 throughput_over_whole(rows, "chunked, behind ignored") if compare_whole else None
             ),
             over_the_limit=limit_check,
+            arrivals=arrival_check,
         )
     write_json(args.out, report)
     print("RTF chunked / whole per level:", report["rtf_chunked_over_whole"])

@@ -33,6 +33,12 @@ class PlaybackClock:
         """Seconds of audio produced that the listener has yet to hear."""
         return max(0.0, self._playing_until - self._now())
 
+    def runs_dry_at(self, text_since: float) -> float:
+        """When the listener runs (or ran) out of audio, for a step whose text has been there since
+        `text_since`: the step's deadline. A listener with nothing to hear has waited since the text
+        came, one whose audio ran out before that since then too."""
+        return max(self._playing_until, text_since)
+
     def ran_dry_since(self, moment: float) -> bool:
         """The listener has run out of audio (now, or in a gap since filled) after `moment`: with
         `moment` a time the text to speak next was already there, the silence was the server's

@@ -83,14 +83,16 @@ class AudioStream:
         sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
         # Since when this request's next sentence has been waiting for the engine: a listener who
-        # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since).
+        # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since),
+        # and its steps are due when the listener runs dry (scheduler.py).
         waiting_since = request.received_at
         for sentence in sentences:
             self.stats.sentences += 1
             self.runtime.stats.sentences_started += 1
             sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
-            started = time.perf_counter()
-            chunks = await self.runtime.in_worker(
+            started = sentence_started = time.perf_counter()
+            chunks = await self.runtime.in_worker_by(
+                self.playback.runs_dry_at(waiting_since),
                 engine.synthesize,
                 sentence,
                 request.voice,
@@ -98,11 +100,10 @@ class AudioStream:
                 ahead_s=self.playback.ahead_s(),
                 behind=self.playback.ran_dry_since(waiting_since),
             )
-            waiting_since = max(waiting_since, started)
             self.stats.synth_s += time.perf_counter() - started
             while True:
                 started = time.perf_counter()
-                chunk = await self.runtime.in_worker(_next_chunk, chunks)
+                chunk = await self.runtime.in_worker_by(self.playback.runs_dry_at(waiting_since), _next_chunk, chunks)
                 self.stats.synth_s += time.perf_counter() - started
                 if chunk is None:
                     break
@@ -113,6 +114,7 @@ class AudioStream:
                 for frame in framer.push(encoder.encode(chunk.samples)):
                     self.stats.audio_bytes += len(frame)
                     yield frame
+            waiting_since = max(waiting_since, sentence_started)
         for frame in [*framer.push(encoder.finish()), *framer.flush()]:
             self.stats.audio_bytes += len(frame)
             yield frame
