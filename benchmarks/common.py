@@ -325,61 +325,48 @@ def kokoro_server(
 
 
 @contextlib.contextmanager
-def whole_sentence_decoding(server: LocalServer) -> Iterator[None]:
+def switched(target: object | None, attribute: str, value: object, needs: str) -> Iterator[None]:
+    """`target.attribute` set to `value` for the block, then restored: the in-process server's
+    switches that give a benchmark its baseline. `needs` says what is missing when `target` is
+    None (a server given by --url has no in-process parts)."""
+    if target is None:
+        raise RuntimeError(f"{needs} needs the in-process server (no --url)")
+    before = getattr(target, attribute)
+    setattr(target, attribute, value)
+    try:
+        yield
+    finally:
+        setattr(target, attribute, before)
+
+
+def whole_sentence_decoding(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server with its engine decoding each sentence in one run (decoder
     windows off): the baseline that streaming inside a sentence is compared with."""
     inner = server.engine.inner if server.engine is not None else None
-    if not isinstance(inner, OnnxEngine):
-        raise RuntimeError("whole-sentence decoding needs the in-process server's ONNX engine (no --url)")
-    windows = inner.decoder_windows
-    inner.decoder_windows = None
-    try:
-        yield
-    finally:
-        inner.decoder_windows = windows
+    onnx = inner if isinstance(inner, OnnxEngine) else None
+    return switched(onnx, "decoder_windows", None, "whole-sentence decoding (an ONNX engine)")
 
 
-@contextlib.contextmanager
-def behind_ignored(server: LocalServer) -> Iterator[None]:
+def behind_ignored(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server with its engine never told that it is behind a listener
     (engine/windows.py, `WindowPlan.behind`): every sentence planned as if the server kept up."""
-    if server.engine is None:
-        raise RuntimeError("ignoring `behind` needs the in-process server's engine (no --url)")
-    server.engine.pass_behind = False
-    try:
-        yield
-    finally:
-        server.engine.pass_behind = True
+    return switched(server.engine, "pass_behind", False, "ignoring `behind`")
 
 
-@contextlib.contextmanager
-def steps_in_arrival_order(server: LocalServer) -> Iterator[None]:
+def steps_in_arrival_order(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server running synthesis steps in the order they are asked for (a
     FIFO pool), not earliest deadline first (kokoro_server/scheduler.py)."""
-    if server.runtime is None:
-        raise RuntimeError("the arrival-order baseline needs the in-process server (no --url)")
-    server.runtime.schedule_by_deadline = False
-    try:
-        yield
-    finally:
-        server.runtime.schedule_by_deadline = True
+    return switched(server.runtime, "schedule_by_deadline", False, "the arrival-order baseline")
 
 
-@contextlib.contextmanager
-def anchor_style_requests(server: LocalServer) -> Iterator[None]:
+def anchor_style_requests(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The anchor's server: each request synthesized as one text, never split into sentences.
 
     Our server splits every request into sentences itself; the anchor's (kokoro's KPipeline)
     splits only at newlines. Turning our split off in the in-process server reproduces the
     anchor's "whole paragraph in one call" baseline with everything else unchanged.
     """
-    if server.runtime is None:
-        raise RuntimeError("the anchor-style baseline needs the in-process server (no --url)")
-    server.runtime.split_requests = False
-    try:
-        yield
-    finally:
-        server.runtime.split_requests = True
+    return switched(server.runtime, "split_requests", False, "the anchor-style baseline")
 
 
 # --- one bidi session and what it measured ------------------------------------------------
