@@ -262,16 +262,21 @@ def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(
     assert sum(len(chunk) for chunk in chunks) == len(whole[0]) == (features.frames - first) * SAMPLES_PER_FRAME
 
 
+def planned_sizes(engine: OnnxEngine, text: str, plan: WindowPlan) -> list[int]:
+    """The chunk sizes (frames) `plan` gives `text`: its cores after the leading silence not emitted."""
+    features = features_of(engine, text)
+    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
+    return [w.end - w.start for w in plan_windows(features.frames, plan, first)]
+
+
 def test_audio_still_playing_buys_fewer_larger_windows_and_one_when_it_covers_the_sentence(
     plain_engine: OnnxEngine, whole_engine: OnnxEngine
 ) -> None:
-    features = features_of(plain_engine, LONG_SENTENCE)
-    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
     (whole,) = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
-    alone = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE)]
     ahead = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, ahead_s=1.0)]
-    expected = [w.end - w.start for w in plan_windows(features.frames, replace(DEFAULT_WINDOWS, ahead=40), first)]
+    expected = planned_sizes(plain_engine, LONG_SENTENCE, replace(DEFAULT_WINDOWS, ahead=40))
     assert [len(chunk) // SAMPLES_PER_FRAME for chunk in ahead] == expected
+    alone = planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS)  # the engine's plan: the test above
     assert expected[0] == DEFAULT_WINDOWS.first + 40 and len(ahead) < len(alone)
     assert sum(len(chunk) for chunk in ahead) == len(whole)
     # Enough still playing to cover the sentence: one decoder run, as close to the whole
@@ -284,15 +289,12 @@ def test_audio_still_playing_buys_fewer_larger_windows_and_one_when_it_covers_th
 def test_a_server_behind_its_listener_gets_windows_from_half_the_largest(
     plain_engine: OnnxEngine, whole_engine: OnnxEngine
 ) -> None:
-    features = features_of(plain_engine, LONG_SENTENCE)
-    first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
     (whole,) = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
     behind = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, behind=True)]
     sizes = [len(chunk) // SAMPLES_PER_FRAME for chunk in behind]
-    assert sizes == [
-        w.end - w.start for w in plan_windows(features.frames, replace(DEFAULT_WINDOWS, behind=True), first)
-    ]
-    assert sizes[0] == DEFAULT_WINDOWS.largest // 2 and len(sizes) < len(list(plain_engine.synthesize(LONG_SENTENCE)))
+    assert sizes == planned_sizes(plain_engine, LONG_SENTENCE, replace(DEFAULT_WINDOWS, behind=True))
+    alone = planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS)
+    assert sizes[0] == DEFAULT_WINDOWS.largest // 2 and len(sizes) < len(alone)
     assert sum(len(chunk) for chunk in behind) == len(whole)
 
 
