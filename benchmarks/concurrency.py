@@ -37,6 +37,7 @@ from common import (
     behind_ignored,
     header,
     kokoro_server,
+    own_cpu_s,
     run_session,
     steps_in_arrival_order,
     summary,
@@ -54,11 +55,14 @@ EXTRA_SESSIONS = 2
 
 async def level(server: LocalServer, sessions: int) -> dict[str, Any]:
     pieces = split_sentences(paragraph(), first_clause_min_words=4)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), own_cpu_s()
     results = await asyncio.gather(
         *(run_session(server.ws_url, pieces, origin=started) for _ in range(sessions)), return_exceptions=True
     )
     wall_s = time.perf_counter() - started
+    # With the server in this process, its CPU (and the clients', the same in every mode): what
+    # the decoding cost, whatever else the machine ran meanwhile.
+    cpu_s = own_cpu_s() - cpu_started if server.in_process else None
     records = [r for r in results if not isinstance(r, BaseException)]
     failures = [repr(r) for r in results if isinstance(r, BaseException)]
     errors = [code for r in records for code in r.errors] + failures
@@ -68,6 +72,7 @@ async def level(server: LocalServer, sessions: int) -> dict[str, Any]:
         "wall_s": round(wall_s, 2),
         "audio_s": round(audio_s, 2),
         "audio_s_per_wall_s": round(audio_s / wall_s, 2),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 2),
         "first_audio_ms": summary(r.first_audio_s * 1000 for r in records if r.first_audio_s is not None),
         "completion_ms": summary(r.completion_s * 1000 for r in records),
         "connect_ms": summary((r.connect_s * 1000 for r in records), 2),
@@ -182,17 +187,18 @@ async def arrivals(server: LocalServer, callers: int, gap_s: float, repeats: int
     }
 
 
-def throughput_over_whole(rows: list[dict[str, Any]], mode: str = "chunked") -> dict[str, float]:
-    """Per level: whole-sentence decoding's audio seconds per wall second over `mode`'s (the
-    server's RTF chunked / whole), over all repeats."""
+def over_whole(rows: list[dict[str, Any]], mode: str = "chunked", cost: str = "wall_s") -> dict[str, float]:
+    """Per level, over all repeats: `mode`'s `cost` (wall or CPU seconds) per audio second over
+    whole-sentence decoding's. With wall seconds, the server's RTF chunked / whole; with CPU
+    seconds, the same cost without the time other processes took from it."""
     ratios = {}
     for sessions in sorted({row["sessions"] for row in rows}):
-        rate = {
-            name: sum(r["audio_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
-            / sum(r["wall_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
+        per_audio_s = {
+            name: sum(r[cost] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
+            / sum(r["audio_s"] for r in rows if r["sessions"] == sessions and r["decoding"] == name)
             for name in (mode, "whole")
         }
-        ratios[str(sessions)] = round(rate["whole"] / rate[mode], 3)
+        ratios[str(sessions)] = round(per_audio_s[mode] / per_audio_s["whole"], 3)
     return ratios
 
 
@@ -224,9 +230,11 @@ def main() -> None:
             levels=[row for row in rows if row["decoding"] == "chunked"],
             whole_sentence_levels=[row for row in rows if row["decoding"] == "whole"],
             behind_ignored_levels=[row for row in rows if row["decoding"] == "chunked, behind ignored"],
-            rtf_chunked_over_whole=throughput_over_whole(rows) if compare_whole else None,
-            rtf_behind_ignored_over_whole=(
-                throughput_over_whole(rows, "chunked, behind ignored") if compare_whole else None
+            rtf_chunked_over_whole=over_whole(rows) if compare_whole else None,
+            rtf_behind_ignored_over_whole=over_whole(rows, "chunked, behind ignored") if compare_whole else None,
+            cpu_chunked_over_whole=over_whole(rows, cost="cpu_s") if compare_whole else None,
+            cpu_behind_ignored_over_whole=(
+                over_whole(rows, "chunked, behind ignored", cost="cpu_s") if compare_whole else None
             ),
             over_the_limit=limit_check,
             arrivals=arrival_check,
@@ -234,6 +242,8 @@ def main() -> None:
     write_json(args.out, report)
     print("RTF chunked / whole per level:", report["rtf_chunked_over_whole"])
     print("the same with `behind` ignored:", report["rtf_behind_ignored_over_whole"])
+    print("CPU s per audio s, chunked / whole per level:", report["cpu_chunked_over_whole"])
+    print("the same with `behind` ignored:", report["cpu_behind_ignored_over_whole"])
     print("over the limit:", limit_check)
 
 

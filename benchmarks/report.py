@@ -592,12 +592,14 @@ class Report:
         chunked = {level["sessions"]: level for level in r["levels"]}
         ignored = {level["sessions"]: level for level in r.get("behind_ignored_levels") or []}
         ignored_ratios = r.get("rtf_behind_ignored_over_whole") or {}
+        cpu_ratios = r.get("cpu_chunked_over_whole") or {}
         rows = [
             [
                 str(level["sessions"]),
                 f"{chunked[level['sessions']]['audio_s_per_wall_s']}",
                 f"{level['audio_s_per_wall_s']}",
                 str(ratios[str(level["sessions"])]),
+                str(cpu_ratios.get(str(level["sessions"]), "not measured")),
                 str(ignored_ratios.get(str(level["sessions"]), "not measured")),
                 ms(med(chunked[level["sessions"]]["first_audio_ms"])),
                 ms(med(level["first_audio_ms"])),
@@ -614,7 +616,8 @@ class Report:
                 "not measured",
                 "≤ 1.10",
                 ", ".join(f"{sessions}: {ratio}" for sessions, ratio in ratios.items())
-                + f" (**{ratios[top]}** at {top} sessions)",
+                + f" (**{ratios[top]}** at {top} sessions)"
+                + (f"; CPU seconds: {', '.join(f'{n}: {c}' for n, c in cpu_ratios.items())}" if cpu_ratios else ""),
                 yes(max(ratios.values()) <= 1.10),
             ]
         )
@@ -625,13 +628,17 @@ class Report:
             "server keeps ahead of decodes its later sentences in fewer, larger windows; once the sessions "
             "outrun the server, a sentence whose listener ran dry while its text waited is decoded in the "
             "largest windows (docs/engine.md). A session's first sentence is decoded for its first audio "
-            "either way. Stall: the listener's silences after its first audio, median per session.",
+            "either way. CPU s: the server's CPU seconds per audio second (it runs in the benchmark's "
+            "process; the clients' share is the same in every mode), the same cost without the wall time "
+            "other processes took from it. Stall: the listener's silences after its first audio, median per "
+            "session.",
             table(
                 [
                     "sessions",
                     "audio s per wall s, chunked",
                     "whole",
                     "RTF chunked / whole",
+                    "CPU s chunked / whole",
                     "behind ignored / whole",
                     "first audio p50, chunked",
                     "whole",
