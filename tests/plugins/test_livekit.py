@@ -25,7 +25,7 @@ LONG = " ".join(f"Sentence number {n} is here to keep the speaker busy for a whi
 
 
 def pieces_of(text: str) -> list[str]:
-    chunker = SentenceChunker(first_clause_min_words=4)
+    chunker = SentenceChunker()  # the plugin's default cut
     pieces = [piece for token in tokenize(text) for piece in chunker.feed(token)]
     rest = chunker.flush()
     return pieces + ([rest] if rest else [])

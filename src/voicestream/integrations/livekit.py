@@ -37,7 +37,7 @@ from livekit.agents import (
 )
 from livekit.agents.types import TimedString
 
-from voicestream.chunker import SentenceChunker
+from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
 from voicestream.kokoro_client import (
     Audio,
     BidiSession,
@@ -127,7 +127,7 @@ class TTS(tts.TTS):
         session_factory: SessionFactory | None = None,
         voice: str = DEFAULT_VOICE,
         speed: float | None = None,
-        first_clause_min_words: int | None = 4,
+        first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
     ) -> None:
         """Exactly one of `url` (a Kokoro server), `endpoint_name` (+ `region`: a SageMaker
         endpoint, needs voicestream's aws extra) or `session_factory`."""

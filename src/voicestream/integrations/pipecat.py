@@ -47,7 +47,7 @@ from pipecat.frames.frames import (
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 
-from voicestream.chunker import SentenceChunker
+from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
 from voicestream.kokoro_client import (
     Audio,
     BidiSession,
@@ -87,7 +87,7 @@ class VoicestreamTTSService(TTSService):
         session_factory: SessionFactory | None = None,
         voice: str = DEFAULT_VOICE,
         speed: float | None = None,
-        first_clause_min_words: int | None = 4,
+        first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
         keepalive_s: float = 60.0,
         **kwargs: Any,
     ) -> None:
