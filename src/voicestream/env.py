@@ -41,7 +41,7 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_DEVICE": "cpu, cuda or cuda:N (default: the backend chooses); cuda where CUDA is unusable keeps /ping "
     "at 503 with the reason instead of running on the CPU (the template sets it per instance type)",
     "VOICESTREAM_MODEL_DIR": "model files (default: $XDG_CACHE_HOME/voicestream/kokoro-82m; the image: /opt/ml/model)",
-    "VOICESTREAM_THREADS": "inference threads per synthesis (default: min(cores, 4))",
+    "VOICESTREAM_THREADS": "inference threads per synthesis (default: onnx min(cores, 4), torch PyTorch's own)",
     "VOICESTREAM_DERIVED_DIR": "where the onnx backend keeps the graphs it derives from the model (default: derived/ "
     "in the model directory when writable or already holding them, else $XDG_CACHE_HOME/voicestream/derived/)",
     "VOICESTREAM_DECODER_WINDOWS": "onnx backend: decoder windows in frames of 25 ms, `first,growth,largest` (default "
@@ -50,10 +50,13 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
     "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
     "VOICESTREAM_PORT": "port the server listens on (default 8080)",
+    "VOICESTREAM_PYTHON": "the interpreter container/serve runs the server with (default python3)",
     "VOICESTREAM_G2P_WORKERS": "G2P worker processes: text conversions that run at once (default 2)",
     "VOICESTREAM_G2P_TIMEOUT_S": "seconds one request's G2P may take; longer is text_too_complex (default 5)",
     "VOICESTREAM_HEADER_TIMEOUT_S": "seconds a connection may take to send a request's headers (default 10)",
-    "VOICESTREAM_MAX_CONNECTIONS": "open connections (HTTP and WebSocket) before new requests get 503 (default 256)",
+    "VOICESTREAM_MAX_CONNECTIONS": (
+        "open HTTP connections before new requests get 503 (default 256; WebSocket sessions: VOICESTREAM_MAX_SESSIONS)"
+    ),
     "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache)",
     # the session and request limits (wire.bidi.Limits), each named after its field
     "VOICESTREAM_MAX_TEXT_CHARS": "characters per synthesis request (default 2000)",
