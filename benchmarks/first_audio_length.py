@@ -35,6 +35,7 @@ from typing import Any
 
 from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
 from voicestream.chunker import split_sentences
+from voicestream.engine.base import SpeechEngine
 from voicestream.engine.lookahead import head_split
 from voicestream.engine.onnx import (
     DEFAULT_LEAD_IN_FRAMES,
@@ -75,8 +76,8 @@ def stall_s(ready_at: list[float], durations: list[float]) -> float:
     return stalled
 
 
-def timed(engine: OnnxEngine, text: str) -> dict[str, float]:
-    """One sentence alone."""
+def timed(engine: SpeechEngine, text: str) -> dict[str, float]:
+    """One sentence alone (any engine: torch_first_audio.py times the torch one with it)."""
     return timed_reply(engine, [text], ahead=False)
 
 
@@ -86,7 +87,7 @@ def bench_replies() -> dict[str, list[str]]:
     return {name: split_sentences(text) for name, text in texts.items() if name != "notes"}
 
 
-def timed_reply(engine: OnnxEngine, sentences: list[str], *, ahead: bool) -> dict[str, float]:
+def timed_reply(engine: SpeechEngine, sentences: list[str], *, ahead: bool) -> dict[str, float]:
     """A reply's sentences spoken in turn as the server speaks a request or a session's requests:
     with `ahead`, each sentence is told how much audio is still playing before it (the server's
     PlaybackClock); without, each is synthesized as if nothing were."""

@@ -3,8 +3,9 @@
 The torch twin of first_audio_length.py (same sentences of 5, 15, 30 and 50 words, no clause
 marks): one TorchEngine, its `decoder_windows` switched between the default plan and None
 (whole sentence) before each run, alternating per repeat so the machine's load falls on both
-alike. Per run: time from `synthesize()` to the first AudioChunk, total time, audio length;
-per length also where the first audio's time goes (G2P, encoder, first window's decoder).
+alike. Per run, timed and summarised as first_audio_length.py does: time from `synthesize()`
+to the first AudioChunk, total time, audio length, CPU time, the playback stall; per length
+also where the first audio's time goes (G2P, encoder, first window's decoder).
 
 Runs in the torch environment. Without `--model-dir` it builds the random-weight checkpoint of
 the torch tests (the real architecture and config, calibrated durations and pitch), so compute
@@ -22,33 +23,17 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from common import RESULTS, LoadMeter, machine, write_json
-from first_audio_length import LENGTHS, sentence
+from first_audio_length import LENGTHS, sentence, summarise, timed
 from voicestream.engine.assets import default_model_dir
 from voicestream.engine.checkpoint import build_model_dir
 from voicestream.engine.torch import DEFAULT_WINDOWS, TorchEngine
 from voicestream.engine.windows import plan_windows
 
 VOICE = "af_heart"
-
-
-def timed(engine: TorchEngine, text: str) -> dict[str, float]:
-    started = time.perf_counter()
-    first = None
-    samples = chunks = 0
-    for chunk in engine.synthesize(text, VOICE):
-        if first is None:
-            first = time.perf_counter() - started
-        samples += len(chunk.samples)
-        chunks += 1
-    total = time.perf_counter() - started
-    assert first is not None
-    audio_s = samples / engine.sample_rate
-    return {"first_ms": first * 1000, "total_s": total, "audio_s": audio_s, "rtf": total / audio_s, "chunks": chunks}
 
 
 def breakdown(engine: TorchEngine, text: str) -> dict[str, float]:
@@ -99,25 +84,7 @@ def main() -> None:
             steps[words].append(breakdown(engine, sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
     measured_load = load.report()
-    results: dict[str, Any] = {}
-    for name, by_length in runs.items():
-        rows: dict[str, dict[str, Any]] = {}
-        for words, samples in by_length.items():
-            rows[str(words)] = {
-                "audio_s": round(samples[0]["audio_s"], 2),
-                "chunks": int(samples[0]["chunks"]),
-                "first_audio_ms_p50": round(statistics.median(s["first_ms"] for s in samples), 1),
-                "first_audio_ms_all": [round(s["first_ms"], 1) for s in samples],
-                "rtf_p50": round(statistics.median(s["rtf"] for s in samples), 3),
-            }
-        first = {w: rows[str(w)]["first_audio_ms_p50"] for w in LENGTHS}
-        total_time = sum(s["total_s"] for samples in by_length.values() for s in samples)
-        total_audio = sum(s["audio_s"] for samples in by_length.values() for s in samples)
-        results[name] = {
-            "by_words": rows,
-            "first_audio_long_over_short": round(first[LENGTHS[-1]] / first[LENGTHS[0]], 2),
-            "rtf_overall": round(total_time / total_audio, 3),
-        }
+    results = {name: summarise(by_length) for name, by_length in runs.items()}
     report = {
         "benchmark": "torch_first_audio_length",
         "command": f".venv-torch/bin/python benchmarks/torch_first_audio.py --repeats {args.repeats} "
@@ -147,6 +114,7 @@ def main() -> None:
         },
         "chunked_over_whole": {
             "rtf": round(results["chunked"]["rtf_overall"] / results["whole"]["rtf_overall"], 3),
+            "cpu_per_audio": round(results["chunked"]["cpu_s_per_audio_s"] / results["whole"]["cpu_s_per_audio_s"], 3),
             "first_audio_by_words": {
                 str(w): round(
                     results["chunked"]["by_words"][str(w)]["first_audio_ms_p50"]
@@ -162,8 +130,9 @@ def main() -> None:
     write_json(RESULTS / args.out, report)
     for name in modes:
         first = {w: results[name]["by_words"][str(w)]["first_audio_ms_p50"] for w in LENGTHS}
+        stalls = {w: results[name]["by_words"][str(w)]["stall_ms_p50"] for w in LENGTHS}
         ratio, rtf = results[name]["first_audio_long_over_short"], results[name]["rtf_overall"]
-        print(name, first, "ms; long/short", ratio, "RTF", rtf)
+        print(name, first, "ms; long/short", ratio, "RTF", rtf, "; stall p50", stalls, "ms")
     others = measured_load["other_processes_cores"]
     print("chunked/whole RTF", report["chunked_over_whole"]["rtf"], "| other processes' cores", others)
 
