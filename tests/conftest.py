@@ -1,6 +1,7 @@
 """Shared fixtures: one real Kokoro engine per test run, and the real server around it.
 
-- `kokoro_engine`: the int8 ONNX engine, loaded once (session scope).
+- `kokoro_engine`: the int8 ONNX engine, loaded once (session scope); `onnx_engine`: the same
+  engine typed as the OnnxEngine it is, for tests of its internals (split graphs, G2P pieces).
 - `kokoro_server`: the real app under uvicorn on 127.0.0.1:<free port> with that engine and
   default limits; `.http_url`, `.ws_url`, `.runtime`, `.task_names()` (see tests/support/server.py).
 - `server_factory`: start another server on the same engine with other limits, e.g.
@@ -17,19 +18,22 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support import asr as asr_module
 from tests.support.server import LiveServer, start_server
 from voicestream.engine.base import SpeechEngine
+
+if TYPE_CHECKING:
+    from voicestream.engine.onnx import OnnxEngine
 from voicestream.wire.bidi import Limits
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
 
 # Fixtures that load the real Kokoro-82M: a test that uses one is marked `model`.
-MODEL_FIXTURES = frozenset({"kokoro_engine", "server_factory", "kokoro_server", "local_stack"})
+MODEL_FIXTURES = frozenset({"kokoro_engine", "onnx_engine", "server_factory", "kokoro_server", "local_stack"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -48,6 +52,14 @@ def kokoro_engine() -> SpeechEngine:
     from voicestream.engine import load_engine
 
     return load_engine("onnx", threads=TEST_THREADS)
+
+
+@pytest.fixture(scope="session")
+def onnx_engine(kokoro_engine: SpeechEngine) -> OnnxEngine:
+    from voicestream.engine.onnx import OnnxEngine
+
+    assert isinstance(kokoro_engine, OnnxEngine)
+    return kokoro_engine
 
 
 @pytest.fixture(scope="session")

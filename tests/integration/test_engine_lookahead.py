@@ -10,7 +10,7 @@ Real Kokoro-82M int8 model. What the lookahead may change, it must change little
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +39,9 @@ SENTENCES = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[OnnxEngine]:
-    loaded = OnnxEngine(threads=2)
-    loaded.load()
-    yield loaded
+@pytest.fixture
+def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
+    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
 
 
 @dataclass

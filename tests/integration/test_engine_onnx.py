@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -18,11 +17,9 @@ from voicestream.wire.bidi import SAMPLE_RATE
 SENTENCE = "Your flight to Lisbon leaves tomorrow morning from gate twelve."
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[SpeechEngine]:
-    loaded = create_engine("onnx", threads=2)
-    loaded.load()
-    yield loaded
+@pytest.fixture
+def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
+    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
 
 
 def speak(engine: SpeechEngine, text: str, **options: object) -> np.ndarray:

@@ -6,7 +6,6 @@ Where Whisper hears them is tested on the wire
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from importlib import resources
 
 import pytest
@@ -25,11 +24,9 @@ LONG_SENTENCES = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[OnnxEngine]:
-    loaded = OnnxEngine(threads=2)
-    loaded.load()
-    yield loaded
+@pytest.fixture
+def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
+    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
 
 
 def bench_sentences() -> list[str]:
