@@ -25,10 +25,10 @@ import pytest
 from tests.support import asr as asr_module
 from tests.support.server import LiveServer, start_server
 from voicestream.engine.base import SpeechEngine
+from voicestream.wire.bidi import Limits
 
 if TYPE_CHECKING:
     from voicestream.engine.onnx import OnnxEngine
-from voicestream.wire.bidi import Limits
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
 

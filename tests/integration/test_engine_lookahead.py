@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 
 from tests.support.seams import compare
 from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME
@@ -37,11 +36,6 @@ SENTENCES = (
     "To reset your router unplug it from the wall wait about thirty seconds plug it back in and then give the "
     "lights a minute or two to settle before you try connecting your laptop to the network again.",
 )
-
-
-@pytest.fixture
-def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
-    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
 
 
 @dataclass

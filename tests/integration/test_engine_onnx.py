@@ -17,11 +17,6 @@ from voicestream.wire.bidi import SAMPLE_RATE
 SENTENCE = "Your flight to Lisbon leaves tomorrow morning from gate twelve."
 
 
-@pytest.fixture
-def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
-    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
-
-
 def speak(engine: SpeechEngine, text: str, **options: object) -> np.ndarray:
     chunks = list(engine.synthesize(text, **options))  # type: ignore[arg-type]
     assert chunks, "no audio"

@@ -63,11 +63,6 @@ LONG_SENTENCES = (
 MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in the evening."
 
 
-@pytest.fixture
-def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
-    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
-
-
 @pytest.fixture(scope="module")
 def whole_engine() -> Iterator[OnnxEngine]:
     loaded = OnnxEngine(threads=2, decoder_windows=None)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-import pytest
-
 from tests.support.word_alignment import normalize
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk
@@ -22,11 +20,6 @@ LONG_SENTENCES = (
     "To reset your router unplug it from the wall wait about thirty seconds plug it back in and then give the "
     "lights a minute or two to settle before you try connecting your laptop to the network again.",
 )
-
-
-@pytest.fixture
-def engine(onnx_engine: OnnxEngine) -> OnnxEngine:
-    return onnx_engine  # the session's engine (tests/conftest.py): loaded once for every module
 
 
 def bench_sentences() -> list[str]:
