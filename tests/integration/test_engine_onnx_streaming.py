@@ -6,6 +6,10 @@ Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine
   normalisation statistics fed in, windows with the frontend's 10 and the generator's 6 context
   frames reproduce it exactly (SNR > 100 dB: float32 rounding), and cutting either context
   short falls below 45 dB;
+- carried statistics: windows whose norms carry the statistics of the windows before them
+  (kokoro_split.py) come nearer the whole-sentence audio with less context than windows
+  normalised on their own do with the full context, and nearer still than windows normalised on
+  their own with that same shorter context;
 - seams of the engine's real output: no step beyond the signal's own neighbourhood, and seam
   neighbourhoods no further from the whole-sentence audio than the rest (<= 1 dB log-mel), which
   a decoder without context fails;
@@ -42,8 +46,8 @@ from voicestream.engine.kokoro_split import (
     split_graphs,
 )
 from voicestream.engine.onnx import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.split_runtime import SentenceFeatures, SplitKokoro
-from voicestream.engine.windows import Window, WindowPlan, plan_windows
+from voicestream.engine.split_runtime import NormStatistics, SentenceFeatures, SplitKokoro
+from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "
@@ -241,6 +245,28 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
     assert reports["no context"].seam_excess_db > 3.0
 
 
+def test_carried_statistics_bring_windows_nearer_the_whole_sentence_with_less_context(engine: OnnxEngine) -> None:
+    """Each window after the first computes less context (8 frames, not 12) because its norms carry
+    the statistics of the windows before; decoded on their own, the same windows are further from
+    the whole sentence, and so are windows with the full context but nothing carried."""
+    on_their_own = replace(DEFAULT_WINDOWS, carried_context=None)
+    assert DEFAULT_WINDOWS.later_context == 8 < on_their_own.later_context == DEFAULT_WINDOWS.context
+    distances: dict[str, list[float]] = {"carried": [], "alone, same context": [], "alone, full context": []}
+    for text in (MEDIUM_SENTENCE, *LONG_SENTENCES[:2]):
+        features = features_of(engine, text)
+        whole = np.concatenate(list(engine.split.stream(features, None)))
+        carried, seams = chunked(engine, features, DEFAULT_WINDOWS)
+        distances["carried"].append(compare(carried, whole, seams).log_mel_distance_db)
+        for name, plan in (("alone, same context", DEFAULT_WINDOWS), ("alone, full context", on_their_own)):
+            windows = plan_windows(features.frames, plan)
+            audios = (engine.split.decode(features, window)[0] for window in windows)
+            alone = stitch(windows, audios, SAMPLES_PER_FRAME, plan.crossfade)
+            distances[name].append(compare(alone, whole, seams).log_mel_distance_db)
+    means = {name: float(np.mean(values)) for name, values in distances.items()}
+    print("mean log-mel distance to the whole sentence (dB):", {k: round(v, 2) for k, v in means.items()})
+    assert means["carried"] < means["alone, full context"] < means["alone, same context"]
+
+
 def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(
     plain_engine: OnnxEngine, whole_engine: OnnxEngine
 ) -> None:
@@ -308,9 +334,11 @@ class CountingSplit(SplitKokoro):
         super().__init__(*args)
         self.decoded: list[Window] = []
 
-    def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
+    def decode(
+        self, features: SentenceFeatures, window: Window, carried: NormStatistics | None = None
+    ) -> tuple[FloatAudio, NormStatistics]:
         self.decoded.append(window)
-        return super().decode(features, window)
+        return super().decode(features, window, carried)
 
 
 def test_the_stream_decodes_one_window_per_request_and_stops_when_dropped(engine: OnnxEngine) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME, SplitGraphs
+from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME, SplitGraphs, no_carried_statistics
 from voicestream.engine.split_runtime import SentenceFeatures
 from voicestream.engine.windows import Window
 
@@ -43,6 +43,9 @@ class OracleStage:
 
         model = onnx.load(str(graph))
         inputs = [value.name for value in model.graph.input]
+        # The generator's carried norm statistics (kokoro_split.py) carry nothing here: each norm
+        # computes its own, which the recording records and the replay replaces.
+        self._fixed = no_carried_statistics(inputs)
         means = [node.output[0] for node in model.graph.node if node.op_type == "ReduceMean"]
         quantizers = [node for node in model.graph.node if node.op_type == "DynamicQuantizeLinear"]
         scales = [name for node in quantizers for name in node.output[1:]]
@@ -73,13 +76,13 @@ class OracleStage:
         self._replay_inputs = [value.name for value in self._replaying.get_inputs()]
 
     def whole(self, inputs: Arrays) -> tuple[npt.NDArray[np.float32], Arrays]:
-        output, *recorded = self._recording.run(None, inputs)
+        output, *recorded = self._recording.run(None, {**inputs, **self._fixed})
         return output, dict(zip([*self.extra, *self.statistic_names], recorded, strict=True))
 
     def window(self, inputs: Arrays, statistics: Arrays, span: tuple[int, int]) -> npt.NDArray[np.float32]:
         first, last = span[0] * SAMPLES_PER_FRAME, span[1] * SAMPLES_PER_FRAME
         sliced = {name: statistics[name][:, :, first:last] for name in self.extra}
-        feed = {**inputs, **statistics, **sliced}
+        feed = {**inputs, **self._fixed, **statistics, **sliced}
         (output,) = self._replaying.run([self.output], {name: feed[name] for name in self._replay_inputs})
         return np.asarray(output)
 

@@ -47,6 +47,17 @@ def test_context_is_added_on_both_sides_and_clipped_at_the_sentence_ends() -> No
     assert windows[-1].span_end == windows[-1].frontend_end == 100
 
 
+def test_windows_after_the_first_take_the_carried_context_and_the_frontend_follows() -> None:
+    plan = WindowPlan(first=10, growth=2.0, largest=40, context=12, carried_context=6, frontend_context=8)
+    windows = plan_windows(100, plan)
+    assert windows[0] == Window(0, 10, 0, 22, 0, 30)  # no statistics carried yet: the full context
+    assert windows[1] == Window(10, 30, 4, 36, 0, 44)
+    assert windows[2] == Window(30, 70, 24, 76, 16, 84)
+    assert plan.later_context == 6 and WindowPlan(context=12).later_context == 12
+    # A carried context above the first window's is no reason to compute more.
+    assert WindowPlan(context=8, carried_context=10).later_context == 8
+
+
 def test_a_window_without_frontend_span_computes_its_span_in_both_stages() -> None:
     window = Window(10, 20, 4, 26)
     assert (window.frontend_start, window.frontend_end) == (4, 26)
@@ -109,38 +120,56 @@ def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
     growth=st.floats(1.0, 4.0),
     extra=st.integers(0, 300),
     context=st.integers(0, 20),
+    carried=st.one_of(st.none(), st.integers(0, 20)),
     ahead=st.integers(0, 400),
     behind=st.booleans(),
 )
 def test_cores_tile_the_sentence_exactly_once(
-    total: int, first: int, growth: float, extra: int, context: int, ahead: int, behind: bool
+    total: int, first: int, growth: float, extra: int, context: int, carried: int | None, ahead: int, behind: bool
 ) -> None:
     plan = WindowPlan(
         first=first,
         growth=growth,
         largest=first + extra,
         context=context,
+        carried_context=carried,
         frontend_context=20 - context,
-        crossfade=min(2, context),
+        crossfade=min(2, context, context if carried is None else carried),
         ahead=ahead,
         behind=behind,
     )
     windows = plan_windows(total, plan)
     covered = np.zeros(total, dtype=int)
-    for window in windows:
+    for index, window in enumerate(windows):
         covered[window.start : window.end] += 1
-        assert window.span_start == max(0, window.start - context)
-        assert window.span_end == min(total, window.end + context)
-        assert window.frontend_start == max(0, window.start - 20)
-        assert window.frontend_end == min(total, window.end + 20)
+        reach = context if index == 0 or carried is None else min(context, carried)
+        assert window.span_start == max(0, window.start - reach)
+        assert window.span_end == min(total, window.end + reach)
+        assert window.frontend_start == max(0, window.start - reach - 20 + context)
+        assert window.frontend_end == min(total, window.end + reach + 20 - context)
     assert covered.tolist() == [1] * total
     assert [w.start for w in windows[1:]] == [w.end for w in windows[:-1]]
 
 
 @settings(max_examples=60, deadline=None)
-@given(total=st.integers(1, 300), first=st.integers(1, 30), context=st.integers(0, 16), crossfade=st.integers(0, 4))
-def test_stitching_gives_every_sample_once_in_order(total: int, first: int, context: int, crossfade: int) -> None:
-    plan = WindowPlan(first=first, growth=2.0, largest=120, context=context, crossfade=min(crossfade, context))
+@given(
+    total=st.integers(1, 300),
+    first=st.integers(1, 30),
+    context=st.integers(0, 16),
+    carried=st.integers(0, 16),
+    crossfade=st.integers(0, 4),
+)
+def test_stitching_gives_every_sample_once_in_order(
+    total: int, first: int, context: int, carried: int, crossfade: int
+) -> None:
+    plan = WindowPlan(
+        first=first,
+        growth=2.0,
+        largest=120,
+        context=context,
+        carried_context=carried,
+        crossfade=min(crossfade, context, carried),
+    )
     windows = plan_windows(total, plan)
     audio = stitch(windows, iter(decode_by_position(w) for w in windows), SPF, plan.crossfade)
     expected = decode_by_position(Window(0, total, 0, total))
@@ -188,6 +217,8 @@ def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
         {"first": 20, "largest": 10},
         {"growth": 0.5},
         {"context": 1, "crossfade": 2},
+        {"carried_context": 1, "crossfade": 2},
+        {"carried_context": -1, "crossfade": 0},
         {"frontend_context": -1},
         {"ahead": -1},
     ],

@@ -48,6 +48,7 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
         growth=1.5,
         largest=64,
         context=DEFAULT_WINDOWS.context,
+        carried_context=DEFAULT_WINDOWS.carried_context,
         frontend_context=DEFAULT_WINDOWS.frontend_context,
         crossfade=DEFAULT_WINDOWS.crossfade,
     )

@@ -26,6 +26,15 @@ Where the cuts are (tensor names of kokoro-v1.0.int8.onnx), and why there:
 - `/decoder/decoder/decode.3/Div_4_output_0` -> `hidden` [1, 512, 2*frames]: the last
   frame-rate block's output, the generator's input (with f0, phase and the style).
 
+The generator's 44 instance norms (ReduceMean of the activations, then of their squared
+deviations, over time) get one change: each statistic is blended with one *carried* from the
+windows decoded before, `mean = w * carried + (1 - w) * window's own` (likewise the variance,
+around the blended mean), and the blended values are outputs, for the next window to carry. A
+window thereby normalises nearly as the whole sentence does, and needs less context than the
+12 frames that a window normalised on its own needs (8: docs/engine.md, "Carried statistics").
+With `carried_weight` 0 the graph is the source's generator exactly (0 * x + 1 * m == m in
+floating point), which the derivation proves.
+
 One frame is 600 samples (25 ms at 24 kHz). The receptive fields (frames each side) were
 measured with each stage's whole-sentence normalisation statistics fed in
 (tests/support/oracle_decoder.py): frontend 10 (8 leaves 42 dB), generator 6 (5 leaves 51 dB,
@@ -49,7 +58,7 @@ if TYPE_CHECKING:
 
 # Bump when the derivation below changes: derived files of another version are re-derived
 # (each version lives in a folder of its own, so engines of two versions can share a cache).
-DERIVATION_VERSION = 2
+DERIVATION_VERSION = 3
 ENCODER_FILE = "kokoro-encoder.int8.onnx"
 FRONTEND_FILE = "kokoro-frontend.int8.onnx"
 GENERATOR_FILE = "kokoro-generator.int8.onnx"
@@ -91,6 +100,19 @@ SHAPES: dict[str, list[int | str]] = {
     "durations": [1, "tokens"],
     "hidden": [1, HIDDEN_CHANNELS, "points"],
 }
+# The generator's carried instance-norm statistics (see the module docstring): the weight of the
+# carried values, and per norm j the inputs carried_j_{mean,var} and outputs norm_j_{mean,var}.
+CARRIED_WEIGHT = "carried_weight"
+NORM_STATISTICS = ("mean", "var")
+NORM_PREFIX = "/decoder/decoder/generator/"
+
+
+def carried_input(norm: int, statistic: str) -> str:
+    return f"carried_{norm}_{statistic}"
+
+
+def norm_output(norm: int, statistic: str) -> str:
+    return f"norm_{norm}_{statistic}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +177,7 @@ def derive(source: Path, out: Path) -> list[str]:
     _rename_outputs(frontend, dict([HIDDEN]))
     generator = extractor.extract_model(list(GENERATOR_INPUTS.values()), ["audio"])
     _rename_inputs(generator, GENERATOR_INPUTS)
+    _carry_norm_statistics(generator)
     graphs = {ENCODER_FILE: encoder, FRONTEND_FILE: frontend, GENERATOR_FILE: generator}
     for name, graph_model in graphs.items():
         graph_model.graph.name = f"{model.graph.name or 'kokoro'} split v{DERIVATION_VERSION} {name}"
@@ -196,8 +219,85 @@ def _rename_inputs(model: ModelProto, names: dict[str, str]) -> None:
         graph.input.append(_value_info(friendly, TensorProto.FLOAT))
 
 
+def _carry_norm_statistics(model: ModelProto) -> None:
+    """Blend each instance norm's mean and variance with carried values (module docstring).
+
+    An instance norm in the exported graph is `m = ReduceMean(x)`, `d = x - m`,
+    `v = ReduceMean(d * d)`, then `d / sqrt(v + eps)`: both ReduceMean outputs are rerouted
+    through `w * carried + (1 - w) * own` before their consumers use them."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    by_name = {node.name: node for node in graph.node}
+    shapes = {value.name: value for value in graph.value_info}
+    means = [
+        node
+        for node in graph.node
+        if node.op_type == "ReduceMean" and node.name.startswith(NORM_PREFIX) and node.name.endswith("/ReduceMean")
+    ]
+    graph.input.append(helper.make_tensor_value_info(CARRIED_WEIGHT, TensorProto.FLOAT, [1]))
+    graph.initializer.append(helper.make_tensor("carried_one", TensorProto.FLOAT, [1], [1.0]))
+    own_weight = "carried_own_weight"
+    added = [helper.make_node("Sub", ["carried_one", CARRIED_WEIGHT], [own_weight], name="carried_own_weight")]
+    for norm, mean in enumerate(means):
+        variance = by_name[mean.name.removesuffix("ReduceMean") + "ReduceMean_2"]
+        for statistic, node in zip(NORM_STATISTICS, (mean, variance), strict=True):
+            blended, carried = node.output[0], carried_input(norm, statistic)
+            own = f"{blended}_own"
+            node.output[0] = own
+            if blended in shapes:  # keep the statistic's shape known (onnx's extractor needs it)
+                described = graph.value_info.add()
+                described.CopyFrom(shapes[blended])
+                described.name = own
+            channels: list[int | str] = [1, f"channels_{norm}", 1]
+            graph.input.append(helper.make_tensor_value_info(carried, TensorProto.FLOAT, channels))
+            added += [
+                helper.make_node("Mul", [carried, CARRIED_WEIGHT], [f"{blended}_carried"], name=f"{blended}_carried"),
+                helper.make_node("Mul", [own, own_weight], [f"{blended}_own_part"], name=f"{blended}_own_part"),
+                helper.make_node("Add", [f"{blended}_carried", f"{blended}_own_part"], [blended], name=blended),
+                helper.make_node("Identity", [blended], [norm_output(norm, statistic)]),
+            ]
+            output = helper.make_tensor_value_info(norm_output(norm, statistic), TensorProto.FLOAT, channels)
+            graph.output.append(output)
+    _extend_in_order(graph, added)
+
+
+def _extend_in_order(graph: Any, added: list[Any]) -> None:
+    """Add nodes to the graph, all nodes then sorted so that each follows its inputs' producers
+    (ONNX requires topological order)."""
+    available = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer} | {""}
+    ordered, pending = [], [*graph.node, *added]
+    while pending:
+        waiting = []
+        for node in pending:
+            if all(name in available for name in node.input):
+                ordered.append(node)
+                available.update(node.output)
+            else:
+                waiting.append(node)
+        if len(waiting) == len(pending):
+            raise AssetError("cannot order the derived generator's nodes: derivation bug, please report")
+        pending = waiting
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def no_carried_statistics(input_names: list[str]) -> dict[str, Any]:
+    """Inputs, among a graph's `input_names`, that carry nothing: weight 0, so each norm uses its
+    window's own statistics (none for a graph without carried statistics: the frontend)."""
+    if CARRIED_WEIGHT not in input_names:
+        return {}
+    carried = {
+        name: np.zeros((1, 1, 1), dtype=np.float32)
+        for name in input_names
+        if name.startswith("carried_") and name != CARRIED_WEIGHT
+    }
+    return {**carried, CARRIED_WEIGHT: np.zeros(1, dtype=np.float32)}
+
+
 def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     """The three graphs over one whole-sentence window must give the source's samples exactly."""
+    import onnx
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -214,8 +314,14 @@ def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     (expected,) = run(source, inputs)
     features = dict(zip(ENCODER_OUTPUTS, run(graphs.encoder, inputs), strict=True))
     (hidden,) = run(graphs.frontend, {name: features[name] for name in FRONTEND_INPUTS})
-    (audio,) = run(
-        graphs.generator, {HIDDEN[0]: hidden, **{name: features[name] for name in GENERATOR_INPUTS if name in features}}
+    generator_inputs = [value.name for value in onnx.load(str(graphs.generator)).graph.input]
+    (audio, *_) = run(
+        graphs.generator,
+        {
+            HIDDEN[0]: hidden,
+            **{name: features[name] for name in GENERATOR_INPUTS if name in features},
+            **no_carried_statistics(generator_inputs),
+        },
     )
     frames = int(features["durations"].sum())
     if audio.shape != expected.shape or not np.array_equal(audio, expected) or len(audio) != frames * SAMPLES_PER_FRAME:

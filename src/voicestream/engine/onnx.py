@@ -38,7 +38,7 @@ from voicestream.env import DecoderWindows
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
-DEFAULT_WINDOWS = WindowPlan()
+DEFAULT_WINDOWS = WindowPlan(carried_context=8)
 DEFAULT_LOOKAHEAD = LookaheadPlan()
 # Frames (25 ms) of the leading pad's silence kept before a piece's first phoneme: speech starts
 # that much after the first sample (Kokoro's ~0.3-0.45 s lead-in is otherwise heard as latency).

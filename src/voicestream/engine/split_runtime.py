@@ -10,7 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import ENCODER_OUTPUTS, SAMPLES_PER_FRAME, SplitGraphs
+from voicestream.engine.kokoro_split import (
+    CARRIED_WEIGHT,
+    ENCODER_OUTPUTS,
+    SAMPLES_PER_FRAME,
+    SplitGraphs,
+    no_carried_statistics,
+)
 from voicestream.engine.ort_options import run_options, session_options
 from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
 
@@ -56,6 +62,20 @@ class SentenceFeatures:
 
 
 @dataclass(frozen=True, slots=True)
+class NormStatistics:
+    """The generator's instance-norm statistics over a sentence's windows so far (kokoro_split.py),
+    keyed by the generator inputs that carry them, and how many frames they were taken over."""
+
+    values: dict[str, npt.NDArray[np.float32]]
+    frames: int
+
+    def weight_against(self, frames: int) -> float:
+        """The carried values' share in a window of `frames` frames: every frame counts once, as
+        if the norms saw the windows so far and this one together."""
+        return self.frames / (self.frames + frames)
+
+
+@dataclass(frozen=True, slots=True)
 class DecodedWindow:
     """A decoded window: the samples to emit now, and the features it was decoded from (their
     durations place its words)."""
@@ -89,6 +109,11 @@ class SplitKokoro:
         self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
         self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
         self._shrink = run_options(onnxruntime)
+        generator_inputs = [value.name for value in self._generator.get_inputs()]
+        self._nothing_carried = no_carried_statistics(generator_inputs)
+        # Each norm's output next to the input that carries it into the next window.
+        self._carried = [name for name in self._nothing_carried if name != CARRIED_WEIGHT]
+        self._norm_outputs = [name.replace("carried_", "norm_", 1) for name in self._carried]
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
@@ -98,11 +123,24 @@ class SplitKokoro:
         )
         return SentenceFeatures(**outputs)
 
-    def decode(self, features: SentenceFeatures, window: Window) -> FloatAudio:
-        """The audio of the window's generator span (600 samples per frame)."""
+    def decode(
+        self, features: SentenceFeatures, window: Window, carried: NormStatistics | None = None
+    ) -> tuple[FloatAudio, NormStatistics]:
+        """The audio of the window's generator span (600 samples per frame), its norms blended with
+        the statistics `carried` from the sentence's earlier windows; and the statistics to carry
+        on to the next."""
         (hidden,) = self._frontend.run(["hidden"], features.frontend_inputs(window), self._shrink)
-        (audio,) = self._generator.run(["audio"], features.generator_inputs(window, hidden), self._shrink)
-        return np.asarray(audio, dtype=np.float32).reshape(-1)
+        inputs = features.generator_inputs(window, hidden)
+        if carried is None:
+            inputs.update(self._nothing_carried)
+            frames_before = 0
+        else:
+            inputs.update(carried.values)
+            inputs[CARRIED_WEIGHT] = np.array([carried.weight_against(window.frames)], dtype=np.float32)
+            frames_before = carried.frames
+        audio, *statistics = self._generator.run(["audio", *self._norm_outputs], inputs, self._shrink)
+        after = NormStatistics(dict(zip(self._carried, statistics, strict=True)), frames_before + window.frames)
+        return np.asarray(audio, dtype=np.float32).reshape(-1), after
 
     def stream(
         self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
@@ -122,8 +160,10 @@ class SplitKokoro:
         that stops iterating (a cancelled request) stops the work between windows.
         """
         stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0, start)
+        carried = None
         for window in plan_windows(features.frames, plan, start):
-            yield DecodedWindow(window, stitcher.push(window, self.decode(features, window)), features)
+            audio, carried = self.decode(features, window, carried)
+            yield DecodedWindow(window, stitcher.push(window, audio), features)
 
     def windows_after_head(
         self,
@@ -141,8 +181,14 @@ class SplitKokoro:
         stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
         sizes = core_sizes(plan)
         head_end = max(start, join_frame - plan.context - plan.frontend_context)
+        carried = None
         for window in with_context(plan_cores(head_end, plan, start=start, sizes=sizes), join_frame, plan):
-            yield DecodedWindow(window, stitcher.push(window, self.decode(head, window)), head)
+            audio, carried = self.decode(head, window, carried)
+            yield DecodedWindow(window, stitcher.push(window, audio), head)
         joined = rest()
-        for window in with_context(plan_cores(joined.frames, plan, start=head_end, sizes=sizes), joined.frames, plan):
-            yield DecodedWindow(window, stitcher.push(window, self.decode(joined, window)), joined)
+        later = with_context(
+            plan_cores(joined.frames, plan, start=head_end, sizes=sizes), joined.frames, plan, first=carried is None
+        )
+        for window in later:
+            audio, carried = self.decode(joined, window, carried)
+            yield DecodedWindow(window, stitcher.push(window, audio), joined)

@@ -40,6 +40,14 @@ class WindowPlan:
     # ASR ("meet at noon" heard as "meet in Newnd"); 12 (and 8 below) heard every test sentence
     # as the whole-sentence decode does (docs/engine.md, "Quality gate").
     context: int = 12
+    # Generator frames on each side of every core after the first, for a decoder that carries its
+    # norms' statistics from window to window (the ONNX engine: kokoro_split.py): those windows
+    # normalise nearly as the whole sentence does, and need less context than a window
+    # normalising on its own. 8 on the ONNX engine: 6 (the receptive field) let a short
+    # sentence's second window drift ("We will meet at noon." heard as "We will meet it now");
+    # 8 is heard as well as 12 (docs/engine.md, "Carried statistics"). None: `context`, for a
+    # decoder whose windows normalise on their own (the torch engine).
+    carried_context: int | None = None
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
     # Frames of earlier audio the listener has yet to hear when this sentence starts (the
@@ -63,11 +71,17 @@ class WindowPlan:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
         if self.ahead < 0:
             raise ValueError(f"frames ahead must be >= 0, got {self.ahead}")
-        if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.context:
+        if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.later_context:
             raise ValueError(
-                f"need 0 <= crossfade <= context and frontend_context >= 0, got crossfade={self.crossfade} "
-                f"context={self.context} frontend_context={self.frontend_context}"
+                f"need 0 <= crossfade <= context (and carried_context) and frontend_context >= 0, got "
+                f"crossfade={self.crossfade} context={self.context} carried_context={self.carried_context} "
+                f"frontend_context={self.frontend_context}"
             )
+
+    @property
+    def later_context(self) -> int:
+        """Generator context of every window after the first (at most `context`)."""
+        return self.context if self.carried_context is None else min(self.context, self.carried_context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +152,16 @@ def plan_cores(
     return cores
 
 
-def with_context(cores: list[tuple[int, int]], total_frames: int, plan: WindowPlan) -> list[Window]:
+def with_context(
+    cores: list[tuple[int, int]], total_frames: int, plan: WindowPlan, *, first: bool = True
+) -> list[Window]:
     """Each core with the plan's context on both sides, clipped to [0, total_frames): the frames
-    the features hold (which may go on past the last core: lookahead.py's head)."""
+    the features hold (which may go on past the last core: lookahead.py's head). `first`: the
+    first core is the sentence's first window (`context`; the others get `later_context`)."""
     windows = []
-    for start, end in cores:
-        span_start, span_end = max(0, start - plan.context), min(total_frames, end + plan.context)
+    for index, (start, end) in enumerate(cores):
+        context = plan.context if first and index == 0 else plan.later_context
+        span_start, span_end = max(0, start - context), min(total_frames, end + context)
         windows.append(
             Window(
                 start,
