@@ -2,7 +2,8 @@
 
 One sentence without clause marks of 5, 15, 30 and 50 words, spoken by ONNX engines in the same
 process: `chunked` (the defaults: decoder windows, and a long sentence's head encoded first),
-`no lookahead` (the same windows, every sentence encoded whole first), `whole`
+`full context` (the same windows, each computing the first window's context: what the carried
+norm statistics save), `no lookahead` (the same windows, every sentence encoded whole first), `whole`
 (`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
 leading silence) and any extra window plans given with `--plans`; they alternate per repeat so
 that the machine's load falls on all alike. Per run:
@@ -176,6 +177,7 @@ def describe(plan: WindowPlan | None) -> dict[str, Any] | str:
         "growth": plan.growth,
         "largest": plan.largest,
         "context": plan.context,
+        "carried_context": plan.carried_context,
         "frontend_context": plan.frontend_context,
         "crossfade": plan.crossfade,
     }
@@ -223,7 +225,14 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "first_audio_length.json")
     args = parser.parse_args()
-    plans: dict[str, WindowPlan | None] = {"chunked": DEFAULT_WINDOWS, "no lookahead": DEFAULT_WINDOWS, "whole": None}
+    plans: dict[str, WindowPlan | None] = {
+        "chunked": DEFAULT_WINDOWS,
+        # The same windows, each computing the first window's context, as before the norms carried
+        # their statistics (docs/engine.md, "Carried statistics"): what carrying saves, paired.
+        "full context": dataclasses.replace(DEFAULT_WINDOWS, carried_context=None),
+        "no lookahead": DEFAULT_WINDOWS,
+        "whole": None,
+    }
     plans.update({f"windows {text}": parse_plan(text) for text in args.plans})
     engines = {name: OnnxEngine(threads=args.threads, decoder_windows=plan) for name, plan in plans.items()}
     engines["no lookahead"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, lookahead=None)
