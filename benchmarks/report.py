@@ -820,9 +820,14 @@ class Report:
                     "process, alternating per repeat (p50 of "
                     f"{r['repeats']}): `chunked` = the defaults (decoder windows {r['windows']}, a long sentence's "
                     f"head encoded first {r.get('lookahead')}, leading silence cut to {r.get('lead_in_frames')} "
-                    "frames); `full context` = the same windows, every one computing the first window's generator "
-                    "context (what the carried norm statistics save); `no lookahead` = the same windows with every "
-                    "sentence encoded whole first; `whole` = one "
+                    "frames); "
+                    + (
+                        "`full context` = the same windows, every one computing the first window's generator context "
+                        "(what the carried norm statistics save); "
+                        if "full context" in results
+                        else ""
+                    )
+                    + "`no lookahead` = the same windows with every sentence encoded whole first; `whole` = one "
                     "decoder run per sentence (first audio = the whole sentence). Stall: silence a listener would hear "
                     "if playback started at the first chunk and each chunk came when it was computed. Machine load "
                     f"during the run: {load}.",
