@@ -54,7 +54,7 @@ from voicestream.engine.assets import AssetError
 from voicestream.engine.derived import ensure_derived, stale_reason
 
 if TYPE_CHECKING:
-    from onnx import ModelProto, ValueInfoProto
+    from onnx import ModelProto, NodeProto, ValueInfoProto
 
 # Bump when the derivation below changes: derived files of another version are re-derived
 # (each version lives in a folder of its own, so engines of two versions can share a cache).
@@ -111,8 +111,9 @@ def carried_input(norm: int, statistic: str) -> str:
     return f"carried_{norm}_{statistic}"
 
 
-def norm_output(norm: int, statistic: str) -> str:
-    return f"norm_{norm}_{statistic}"
+def norm_output(carried: str) -> str:
+    """The output whose value the input `carried` (a `carried_input` name) takes into the next window."""
+    return "norm_" + carried.removeprefix("carried_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +239,9 @@ def _carry_norm_statistics(model: ModelProto) -> None:
     graph.input.append(helper.make_tensor_value_info(CARRIED_WEIGHT, TensorProto.FLOAT, [1]))
     graph.initializer.append(helper.make_tensor("carried_one", TensorProto.FLOAT, [1], [1.0]))
     own_weight = "carried_own_weight"
-    added = [helper.make_node("Sub", ["carried_one", CARRIED_WEIGHT], [own_weight], name="carried_own_weight")]
+    # The blend of a statistic goes right after the ReduceMean that computes it, so the nodes stay
+    # in the topological order ONNX requires.
+    blends: dict[str, list[NodeProto]] = {}
     for norm, mean in enumerate(means):
         variance = by_name[mean.name.removesuffix("ReduceMean") + "ReduceMean_2"]
         for statistic, node in zip(NORM_STATISTICS, (mean, variance), strict=True):
@@ -251,35 +254,18 @@ def _carry_norm_statistics(model: ModelProto) -> None:
                 described.name = own
             channels: list[int | str] = [1, f"channels_{norm}", 1]
             graph.input.append(helper.make_tensor_value_info(carried, TensorProto.FLOAT, channels))
-            added += [
+            graph.output.append(helper.make_tensor_value_info(norm_output(carried), TensorProto.FLOAT, channels))
+            blends[node.name] = [
                 helper.make_node("Mul", [carried, CARRIED_WEIGHT], [f"{blended}_carried"], name=f"{blended}_carried"),
                 helper.make_node("Mul", [own, own_weight], [f"{blended}_own_part"], name=f"{blended}_own_part"),
                 helper.make_node("Add", [f"{blended}_carried", f"{blended}_own_part"], [blended], name=blended),
-                helper.make_node("Identity", [blended], [norm_output(norm, statistic)]),
+                helper.make_node("Identity", [blended], [norm_output(carried)]),
             ]
-            output = helper.make_tensor_value_info(norm_output(norm, statistic), TensorProto.FLOAT, channels)
-            graph.output.append(output)
-    _extend_in_order(graph, added)
-
-
-def _extend_in_order(graph: Any, added: list[Any]) -> None:
-    """Add nodes to the graph, all nodes then sorted so that each follows its inputs' producers
-    (ONNX requires topological order)."""
-    available = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer} | {""}
-    ordered, pending = [], [*graph.node, *added]
-    while pending:
-        waiting = []
-        for node in pending:
-            if all(name in available for name in node.input):
-                ordered.append(node)
-                available.update(node.output)
-            else:
-                waiting.append(node)
-        if len(waiting) == len(pending):
-            raise AssetError("cannot order the derived generator's nodes: derivation bug, please report")
-        pending = waiting
+    nodes = [helper.make_node("Sub", ["carried_one", CARRIED_WEIGHT], [own_weight], name=own_weight)]
+    for node in graph.node:
+        nodes += [node, *blends.get(node.name, [])]
     del graph.node[:]
-    graph.node.extend(ordered)
+    graph.node.extend(nodes)
 
 
 def no_carried_statistics(input_names: list[str]) -> dict[str, Any]:
@@ -297,7 +283,6 @@ def no_carried_statistics(input_names: list[str]) -> dict[str, Any]:
 
 def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     """The three graphs over one whole-sentence window must give the source's samples exactly."""
-    import onnx
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -305,7 +290,10 @@ def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     providers = ["CPUExecutionProvider"]
 
     def run(path: Path, inputs: dict[str, Any]) -> list[Any]:
-        outputs: list[Any] = onnxruntime.InferenceSession(str(path), options, providers=providers).run(None, inputs)
+        session = onnxruntime.InferenceSession(str(path), options, providers=providers)
+        # The generator's carried statistics (if any) carry nothing: its own statistics, as the source.
+        nothing_carried = no_carried_statistics([value.name for value in session.get_inputs()])
+        outputs: list[Any] = session.run(None, {**inputs, **nothing_carried})
         return outputs
 
     tokens = np.array([[0, 50, 83, 54, 156, 57, 135, 16, 0]], dtype=np.int64)  # a few phonemes
@@ -314,14 +302,8 @@ def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
     (expected,) = run(source, inputs)
     features = dict(zip(ENCODER_OUTPUTS, run(graphs.encoder, inputs), strict=True))
     (hidden,) = run(graphs.frontend, {name: features[name] for name in FRONTEND_INPUTS})
-    generator_inputs = [value.name for value in onnx.load(str(graphs.generator)).graph.input]
     (audio, *_) = run(
-        graphs.generator,
-        {
-            HIDDEN[0]: hidden,
-            **{name: features[name] for name in GENERATOR_INPUTS if name in features},
-            **no_carried_statistics(generator_inputs),
-        },
+        graphs.generator, {HIDDEN[0]: hidden, **{name: features[name] for name in GENERATOR_INPUTS if name in features}}
     )
     frames = int(features["durations"].sum())
     if audio.shape != expected.shape or not np.array_equal(audio, expected) or len(audio) != frames * SAMPLES_PER_FRAME:

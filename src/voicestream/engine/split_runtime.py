@@ -16,6 +16,7 @@ from voicestream.engine.kokoro_split import (
     SAMPLES_PER_FRAME,
     SplitGraphs,
     no_carried_statistics,
+    norm_output,
 )
 from voicestream.engine.ort_options import run_options, session_options
 from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
@@ -113,7 +114,7 @@ class SplitKokoro:
         self._nothing_carried = no_carried_statistics(generator_inputs)
         # Each norm's output next to the input that carries it into the next window.
         self._carried = [name for name in self._nothing_carried if name != CARRIED_WEIGHT]
-        self._norm_outputs = [name.replace("carried_", "norm_", 1) for name in self._carried]
+        self._norm_outputs = [norm_output(name) for name in self._carried]
 
     def encode(self, ids: list[int], style: npt.NDArray[np.float32], speed: float) -> SentenceFeatures:
         tokens = np.array([[0, *ids, 0]], dtype=np.int64)
