@@ -20,6 +20,7 @@ Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -46,8 +47,10 @@ from voicestream.engine.kokoro_split import (
     split_graphs,
 )
 from voicestream.engine.onnx import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.pacing import DecodeSpeed, Pace, paced_core
 from voicestream.engine.split_runtime import NormStatistics, SentenceFeatures, SplitKokoro
 from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.word_timings import FRAME_S
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "
@@ -84,8 +87,9 @@ def original_engine() -> Iterator[OnnxEngine]:
 
 @pytest.fixture(scope="module")
 def plain_engine() -> Iterator[OnnxEngine]:
-    """Windows, but every piece encoded whole first (no lookahead)."""
-    loaded = OnnxEngine(threads=2, lookahead=None)
+    """Windows on the plan's schedule alone (not paced: sizes that do not depend on this machine's
+    speed), every piece encoded whole first (no lookahead)."""
+    loaded = OnnxEngine(threads=2, lookahead=None, pacing=False)
     loaded.load()
     yield loaded
 
@@ -243,6 +247,41 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
     assert reports["behind"].passes()
     assert not reports["no context"].passes()
     assert reports["no context"].seam_excess_db > 3.0
+
+
+class SlowMachine(DecodeSpeed):
+    """A machine measured at 9 ms per generator frame (an Intel Xeon host's speed: pacing.py),
+    whatever this one's runs take: pacing then cuts windows the same way on every machine."""
+
+    def __init__(self) -> None:
+        super().__init__(0.009)
+
+    def record(self, frames: int, seconds: float) -> None:
+        pass
+
+
+def test_windows_paced_for_a_slow_machine_are_cut_smaller_and_still_pass_the_seam_gate(
+    engine: OnnxEngine,
+) -> None:
+    features = features_of(engine, LONG_SENTENCE)
+    whole = np.concatenate(list(engine.split.stream(features, None)))
+    frozen = 100.0  # no time passes while decoding: the listener's audio ahead is all that was produced
+    pace = Pace(SlowMachine(), FRAME_S, now=lambda: frozen)
+    decoded = list(engine.split.windows(features, DEFAULT_WINDOWS, 0, pace))
+    sizes = [d.window.end - d.window.start for d in decoded]
+    scheduled = [w.end - w.start for w in plan_windows(features.frames, DEFAULT_WINDOWS)]
+    assert sizes[0] == scheduled[0]
+    # cut to what 9 ms per frame decodes within the margin of the first window's 300 ms...
+    assert sizes[1] == paced_core(scheduled[1], sizes[0] * FRAME_S, 0.009, DEFAULT_WINDOWS, FRAME_S) < scheduled[1]
+    # ...and growing again from there, at most `growth` times the window before (the last one may
+    # also take a sliver smaller than the first window)
+    assert all(b <= a * DEFAULT_WINDOWS.growth for a, b in itertools.pairwise(sizes[:-1]))
+    assert len(sizes) > len(scheduled)
+    audio = np.concatenate([d.samples for d in decoded])
+    assert len(audio) == len(whole)
+    report = compare(audio, whole, [d.window.end * SAMPLES_PER_FRAME for d in decoded[:-1]])
+    print(sizes, report)
+    assert report.passes()
 
 
 def test_carried_statistics_bring_windows_nearer_the_whole_sentence_with_less_context(engine: OnnxEngine) -> None:

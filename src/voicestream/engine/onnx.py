@@ -30,6 +30,7 @@ from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
+from voicestream.engine.pacing import DecodeSpeed, Pace
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
 from voicestream.engine.windows import WindowPlan, for_listener
@@ -72,6 +73,7 @@ class OnnxEngine(SpeechEngine):
         lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD,
         lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES,
         g2p: G2PSettings | None = None,
+        pacing: bool = True,
     ) -> None:
         """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
         are derived (default: `derived/` beside the model when it holds them or is writable, else
@@ -79,7 +81,9 @@ class OnnxEngine(SpeechEngine):
         `lookahead`: how a long piece's head is encoded first (lookahead.py); None: never.
         `lead_in_frames`: frames of the leading silence kept before a piece's first phoneme;
         None: all of it (the original graph's samples, with `decoder_windows=None`). `g2p`: its
-        worker processes (each conversion time-bounded: g2p.py)."""
+        worker processes (each conversion time-bounded: g2p.py). `pacing`: cut later windows to
+        what the engine decodes while the listener's audio plays (pacing.py); False: the plan's
+        schedule alone."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
@@ -88,6 +92,8 @@ class OnnxEngine(SpeechEngine):
         self.spinning = spinning
         self.lookahead = lookahead
         self.lead_in_frames = lead_in_frames
+        self.pacing = pacing
+        self._decode_speed = DecodeSpeed()
         self._g2p = G2P(g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
@@ -153,6 +159,7 @@ class OnnxEngine(SpeechEngine):
         self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
+        pace = Pace(self._decode_speed, FRAME_S, ahead_s=ahead_s) if self.pacing else None
         for index, piece in enumerate(pieces):
             ids, words = tokenize(piece, self._vocab)
             if not ids:
@@ -161,7 +168,7 @@ class OnnxEngine(SpeechEngine):
             # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
             plan = for_listener(self.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
             emitted = 0
-            for decoded in self._windows(ids, style, speed, plan):
+            for decoded in self._windows(ids, style, speed, plan, pace):
                 window = decoded.window
                 # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
                 start_s = offset_s - (window.start - emitted) * FRAME_S
@@ -171,7 +178,7 @@ class OnnxEngine(SpeechEngine):
             offset_s += emitted * FRAME_S
 
     def _windows(
-        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None
+        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None, pace: Pace | None
     ) -> Iterator[DecodedWindow]:
         """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
         without the leading silence beyond `lead_in_frames`."""
@@ -184,14 +191,15 @@ class OnnxEngine(SpeechEngine):
         head = head_split(ids, self.lookahead) if wants_head else None
         if plan is None or head is None:
             features = split.encode(ids, style, speed)
-            return split.windows(features, plan, self._first_frame(features))
+            return split.windows(features, plan, self._first_frame(features), pace)
         head_features = split.encode(ids[: head.end], style, speed)
 
         def whole_piece() -> SentenceFeatures:
             return join(head_features, split.encode(ids, style, speed), head.join)
 
         join_frame = frames_before(head_features, head.join)
-        return split.windows_after_head(head_features, join_frame, whole_piece, plan, self._first_frame(head_features))
+        first_frame = self._first_frame(head_features)
+        return split.windows_after_head(head_features, join_frame, whole_piece, plan, first_frame, pace)
 
     def _first_frame(self, features: SentenceFeatures) -> int:
         """The first frame to emit: the leading pad's frames are silence (Kokoro predicts ~0.3-0.45 s

@@ -19,7 +19,8 @@ from voicestream.engine.kokoro_split import (
     norm_output,
 )
 from voicestream.engine.ort_options import run_options, session_options
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, plan_cores, plan_windows, with_context
+from voicestream.engine.pacing import Pace
+from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +152,25 @@ class SplitKokoro:
             yield decoded.samples
 
     def windows(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0, pace: Pace | None = None
     ) -> Generator[DecodedWindow, None, None]:
         """Each window as soon as it is decoded (one window when `plan` is None), the audio of
         frames [start, frames): frames before `start` (leading silence) are not emitted, and
-        with a plan not decoded either, except as the first window's left context.
+        with a plan not decoded either, except as the first window's left context. With `pace`,
+        each window's size is decided when it is asked for, cut to the listener's audio
+        (pacing.py); without, the plan's schedule alone decides.
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
         that stops iterating (a cancelled request) stops the work between windows.
         """
-        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade if plan else 0, start)
-        carried = None
-        for window in plan_windows(features.frames, plan, start):
-            audio, carried = self.decode(features, window, carried)
-            yield DecodedWindow(window, stitcher.push(window, audio), features)
+        if plan is None:
+            window = Window(start, features.frames, 0, features.frames)
+            audio, _ = self.decode(features, window)
+            yield DecodedWindow(window, Stitcher(SAMPLES_PER_FRAME, 0, start).push(window, audio), features)
+            return
+        decoder = _WindowDecoder(self, plan, start, pace)
+        for index, core in enumerate(cores(features.frames, plan, start=start, limit=decoder.limit)):
+            yield decoder.decode(features, window_around(core, features.frames, plan, first=index == 0))
 
     def windows_after_head(
         self,
@@ -173,23 +179,44 @@ class SplitKokoro:
         rest: Callable[[], SentenceFeatures],
         plan: WindowPlan,
         start: int = 0,
+        pace: Pace | None = None,
     ) -> Generator[DecodedWindow, None, None]:
         """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
         everything they compute lies before the join, then from `rest()`'s features (called once,
-        when the first later window is asked for), one window schedule across both (lookahead.py).
-        No window sees the head's frames past the join, so the switch is an ordinary seam and the
-        join itself lies inside a window decoded from the joined features."""
-        stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
+        when the first later window is asked for, so that window is sized knowing what the
+        encoding took), one window schedule across both (lookahead.py). No window sees the head's
+        frames past the join, so the switch is an ordinary seam and the join itself lies inside a
+        window decoded from the joined features."""
+        decoder = _WindowDecoder(self, plan, start, pace)
         sizes = core_sizes(plan)
         head_end = max(start, join_frame - plan.context - plan.frontend_context)
-        carried = None
-        for window in with_context(plan_cores(head_end, plan, start=start, sizes=sizes), join_frame, plan):
-            audio, carried = self.decode(head, window, carried)
-            yield DecodedWindow(window, stitcher.push(window, audio), head)
+        first = True
+        for core in cores(head_end, plan, start=start, sizes=sizes, limit=decoder.limit):
+            yield decoder.decode(head, window_around(core, join_frame, plan, first=first))
+            first = False
         joined = rest()
-        later = with_context(
-            plan_cores(joined.frames, plan, start=head_end, sizes=sizes), joined.frames, plan, first=carried is None
-        )
-        for window in later:
-            audio, carried = self.decode(joined, window, carried)
-            yield DecodedWindow(window, stitcher.push(window, audio), joined)
+        for core in cores(joined.frames, plan, start=head_end, sizes=sizes, limit=decoder.limit):
+            yield decoder.decode(joined, window_around(core, joined.frames, plan, first=first))
+            first = False
+
+
+class _WindowDecoder:
+    """One sentence's windows in order: the norm statistics carried from each to the next, the
+    audio stitched, and, with a pace, each run timed and its audio counted as played."""
+
+    def __init__(self, split: SplitKokoro, plan: WindowPlan, start: int, pace: Pace | None) -> None:
+        self._split = split
+        self._pace = pace
+        self._stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
+        self._carried: NormStatistics | None = None
+        self.limit = pace.limit(plan) if pace is not None else None
+
+    def decode(self, features: SentenceFeatures, window: Window) -> DecodedWindow:
+        pace = self._pace
+        started = pace.now() if pace is not None else 0.0
+        audio, self._carried = self._split.decode(features, window, self._carried)
+        decoded = DecodedWindow(window, self._stitcher.push(window, audio), features)
+        if pace is not None:
+            pace.decoded(window.frames, pace.now() - started)
+            pace.produced(window.end - window.start)
+        return decoded

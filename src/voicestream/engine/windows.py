@@ -15,7 +15,7 @@ Pure arithmetic and numpy: no model here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -132,24 +132,57 @@ def core_sizes(plan: WindowPlan) -> Iterator[int]:
         size = min(float(plan.largest), size * plan.growth)
 
 
-def plan_cores(
-    total_frames: int, plan: WindowPlan, *, start: int = 0, sizes: Iterator[int] | None = None
-) -> list[tuple[int, int]]:
-    """Cores that tile [start, total_frames) exactly once, in order. `sizes` lets a later call
-    continue the same schedule (a sentence decoded in two parts: lookahead.py)."""
+def cores(
+    total_frames: int,
+    plan: WindowPlan,
+    *,
+    start: int = 0,
+    sizes: Iterator[int] | None = None,
+    limit: Callable[[int], int] | None = None,
+) -> Iterator[tuple[int, int]]:
+    """Cores that tile [start, total_frames) exactly once, in order, each decided only when it is
+    asked for: `limit` (pacing.py) may then cut the schedule's next size (not below `first`) to
+    what the listener's audio leaves time for. `sizes` lets a later call continue the same schedule (a sentence
+    decoded in two parts: lookahead.py)."""
     if plan.first + plan.ahead >= total_frames - start:
         # The audio ahead covers the first window and all the rest: one run, no seams.
-        return [(start, total_frames)] if start < total_frames else []
+        if start < total_frames:
+            yield (start, total_frames)
+        return
     sizes = sizes if sizes is not None else core_sizes(plan)
-    cores: list[tuple[int, int]] = []
     while start < total_frames:
-        end = min(total_frames, start + next(sizes))
+        size = next(sizes)
+        if limit is not None:  # a cut, never a growth, nor below the first window's size
+            size = max(plan.first, min(size, limit(size)))
+        end = min(total_frames, start + size)
         # A last sliver smaller than the first window is cheaper merged into this one.
         if total_frames - end < plan.first:
             end = total_frames
-        cores.append((start, end))
+        yield (start, end)
         start = end
-    return cores
+
+
+def plan_cores(
+    total_frames: int, plan: WindowPlan, *, start: int = 0, sizes: Iterator[int] | None = None
+) -> list[tuple[int, int]]:
+    """All of `cores` at once, on the plan's schedule alone."""
+    return list(cores(total_frames, plan, start=start, sizes=sizes))
+
+
+def window_around(core: tuple[int, int], total_frames: int, plan: WindowPlan, *, first: bool) -> Window:
+    """The core with the plan's context on both sides, clipped to [0, total_frames): `context` for
+    the sentence's first window, `later_context` for the others."""
+    start, end = core
+    context = plan.context if first else plan.later_context
+    span_start, span_end = max(0, start - context), min(total_frames, end + context)
+    return Window(
+        start,
+        end,
+        span_start,
+        span_end,
+        max(0, span_start - plan.frontend_context),
+        min(total_frames, span_end + plan.frontend_context),
+    )
 
 
 def with_context(
@@ -158,21 +191,7 @@ def with_context(
     """Each core with the plan's context on both sides, clipped to [0, total_frames): the frames
     the features hold (which may go on past the last core: lookahead.py's head). `first`: the
     first core is the sentence's first window (`context`; the others get `later_context`)."""
-    windows = []
-    for index, (start, end) in enumerate(cores):
-        context = plan.context if first and index == 0 else plan.later_context
-        span_start, span_end = max(0, start - context), min(total_frames, end + context)
-        windows.append(
-            Window(
-                start,
-                end,
-                span_start,
-                span_end,
-                max(0, span_start - plan.frontend_context),
-                min(total_frames, span_end + plan.frontend_context),
-            )
-        )
-    return windows
+    return [window_around(core, total_frames, plan, first=first and index == 0) for index, core in enumerate(cores)]
 
 
 def plan_windows(total_frames: int, plan: WindowPlan | None, start: int = 0) -> list[Window]:

@@ -1,0 +1,109 @@
+"""Decoder windows paced by the engine's speed: no later window outlasts the listener's audio.
+
+The window schedule (windows.py) doubles each core, which keeps a listener in audio when the
+generator decodes a frame in under ~0.3 of the frame's duration: the AMD EPYC development host
+does 0.20 on 2 threads. An Intel Xeon host of the same size does ~0.36 (docs/engine.md, "Machine
+classes"): there the second window (24 frames and 16 of context) took 356 ms while the first
+window's 300 ms played, and the window after a long sentence's lookahead join (lookahead.py)
+outlasted what the head had buffered by 200-350 ms: the listener heard the stream stop.
+
+So before each window after the first, the schedule's size is cut to what the engine, at the
+speed it measured on its recent runs, decodes within `MARGIN` of the audio the listener has yet
+to hear. Never below the first window's size; not at all when even a first-size window decodes
+slower than it plays (smaller windows would only add context, and the listener falls behind
+either way), nor when the server is behind (windows.py, `behind`), nor once the listener has
+run dry during the call: then windows wait for workers busy with other sessions, and larger
+windows, which cost less, are the remedy (without this rule, 4 sessions on the Intel host heard
+longer silences paced than on the schedule alone: docs/engine.md, "Pacing"). On a machine fast
+enough for the schedule nothing changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from voicestream.engine.windows import WindowPlan
+
+# Share of the audio ahead a window may take to decode: runs vary by ~10% on a quiet 2-core
+# machine, and the window's audio must also reach the listener.
+MARGIN: Final = 0.8
+
+
+@dataclass(slots=True)
+class DecodeSpeed:
+    """Seconds a window's decoding takes per frame of its generator span (frontend and each run's
+    fixed cost included), over an engine's recent runs; shared by its syntheses."""
+
+    seconds_per_frame: float | None = None
+
+    def record(self, frames: int, seconds: float) -> None:
+        sample = seconds / frames
+        # Halfway to each new run: the machine's load changes (other sessions, other processes).
+        previous = self.seconds_per_frame
+        self.seconds_per_frame = sample if previous is None else (previous + sample) / 2
+
+
+def paced_core(scheduled: int, ahead_s: float, seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> int:
+    """The next core's frames: the schedule's, or fewer when decoding that many (and the window's
+    context) would take longer than `MARGIN` of the `ahead_s` seconds the listener has left."""
+    context = 2 * plan.later_context
+    if seconds_per_frame * (plan.first + context) >= plan.first * frame_s:
+        return scheduled  # even the smallest window plays shorter than it decodes
+    affordable = int(MARGIN * ahead_s / seconds_per_frame) - context
+    return max(plan.first, min(scheduled, affordable))
+
+
+class Pace:
+    """One synthesis call's listener and the engine's speed. The listener plays each window's audio
+    from when it is decoded or when the audio before it ends, whichever is later (the server's
+    PlaybackClock, kokoro_server/playback.py, models it the same way); `ahead_s` is the audio still
+    playing when the call starts."""
+
+    def __init__(
+        self, speed: DecodeSpeed, frame_s: float, *, ahead_s: float = 0.0, now: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.speed = speed
+        self.frame_s = frame_s
+        self.now = now
+        self._playing_until: float | None = now() + ahead_s if ahead_s > 0 else None
+        # The listener ran out of audio (by more than a frame) during this call: windows waited for
+        # a worker busy with other sessions, which smaller windows do not shorten (they add work).
+        self.ran_dry = False
+
+    def decoded(self, frames: int, seconds: float) -> None:
+        """A window of `frames` span frames took `seconds` to decode."""
+        self.speed.record(frames, seconds)
+
+    def produced(self, frames: int) -> None:
+        """A window's `frames` frames of audio were just handed to the listener."""
+        now = self.now()
+        if self._playing_until is not None and now > self._playing_until + self.frame_s:
+            self.ran_dry = True
+        self._playing_until = max(now, self._playing_until or now) + frames * self.frame_s
+
+    def ahead_s(self) -> float:
+        """Seconds of audio the listener has yet to hear."""
+        return 0.0 if self._playing_until is None else max(0.0, self._playing_until - self.now())
+
+    def limit(self, plan: WindowPlan) -> Callable[[int], int]:
+        """For windows.cores, over one piece's windows: each scheduled size cut to what the
+        listener's audio leaves time for. After a cut the schedule grows again from the cut size,
+        each window at most `growth` times the one before: a window 2.6 times its neighbour's
+        size failed the seam gate (docs/engine.md, "Pacing")."""
+        regrowing_from: int | None = None  # the last size below the schedule's
+
+        def paced(scheduled: int) -> int:
+            nonlocal regrowing_from
+            size = scheduled if regrowing_from is None else min(scheduled, round(regrowing_from * plan.growth))
+            seconds_per_frame = self.speed.seconds_per_frame
+            # behind, or run dry since: larger windows are the remedy; unmeasured, or nothing played
+            # yet: nothing to pace
+            if not (plan.behind or self.ran_dry or seconds_per_frame is None or self._playing_until is None):
+                size = paced_core(size, self.ahead_s(), seconds_per_frame, plan, self.frame_s)
+            regrowing_from = size if size < scheduled else None
+            return size
+
+        return paced

@@ -1,0 +1,162 @@
+"""Pacing of the decoder windows: later windows cut to what the listener's audio leaves time for."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
+from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
+
+FRAME_S = 0.025
+PLAN = WindowPlan(first=12, growth=2.0, largest=144, context=12, carried_context=8)
+
+
+class Clock:
+    """Time that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_fast_engine_keeps_the_schedule() -> None:
+    # 4 ms per frame: a 24-frame core and its 16 context frames decode in 160 ms of the 300 ahead.
+    assert paced_core(24, 0.300, 0.004, PLAN, FRAME_S) == 24
+    assert paced_core(144, 5.0, 0.004, PLAN, FRAME_S) == 144
+
+
+def test_a_slow_engine_gets_the_core_it_decodes_within_the_margin_of_the_audio_ahead() -> None:
+    # 9 ms per frame, 1.2 s ahead: 0.8 * 1.2 / 0.009 = 106 frames decodable, 16 of them context.
+    assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S) == int(MARGIN * 1.2 / 0.009) - 16 == 90
+    core = paced_core(144, 1.2, 0.009, PLAN, FRAME_S)
+    assert (core + 16) * 0.009 <= MARGIN * 1.2 < (core + 17) * 0.009
+
+
+def test_never_below_the_first_window() -> None:
+    assert paced_core(24, 0.300, 0.009, PLAN, FRAME_S) == PLAN.first  # 26 decodable, 16 of them context
+    assert paced_core(24, 0.0, 0.009, PLAN, FRAME_S) == PLAN.first
+
+
+def test_an_engine_slower_than_a_first_size_window_plays_keeps_the_schedule() -> None:
+    # 11 ms per frame: 28 frames take 308 ms for 300 ms of audio; smaller windows only lose more.
+    assert paced_core(96, 0.1, 0.011, PLAN, FRAME_S) == 96
+
+
+def test_the_decode_speed_follows_recent_runs() -> None:
+    speed = DecodeSpeed()
+    speed.record(40, 0.4)
+    assert speed.seconds_per_frame == pytest.approx(0.010)
+    speed.record(100, 0.6)
+    assert speed.seconds_per_frame == pytest.approx(0.008)  # halfway to the new run's 6 ms
+
+
+def test_the_listener_plays_each_window_after_the_one_before_or_when_it_arrives() -> None:
+    clock = Clock()
+    pace = Pace(DecodeSpeed(), FRAME_S, now=clock)
+    assert pace.ahead_s() == 0.0
+    pace.produced(12)  # 300 ms
+    clock.t += 0.1
+    pace.produced(24)  # queued behind the first: 200 + 600 ms
+    assert pace.ahead_s() == pytest.approx(0.8)
+    clock.t += 2.0  # the listener ran dry 1.2 s ago
+    assert pace.ahead_s() == 0.0
+    pace.produced(4)
+    assert pace.ahead_s() == pytest.approx(0.1)
+
+
+def test_nothing_is_paced_before_the_speed_is_known_or_a_listener_waits_or_when_behind() -> None:
+    clock = Clock()
+    unmeasured = Pace(DecodeSpeed(), FRAME_S, ahead_s=0.5, now=clock)
+    assert unmeasured.limit(PLAN)(96) == 96
+    nothing_played = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    assert nothing_played.limit(PLAN)(96) == 96  # the first window: the listener has nothing yet
+    ahead = Pace(DecodeSpeed(0.009), FRAME_S, ahead_s=0.5, now=clock)
+    assert ahead.limit(PLAN)(96) == int(MARGIN * 0.5 / 0.009) - 16
+    assert ahead.limit(replace(PLAN, behind=True))(96) == 96
+
+
+def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
+    """A gap during the call means windows waited for workers busy with other sessions: smaller
+    windows would only add work."""
+    clock = Clock()
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    limit = pace.limit(PLAN)
+    pace.produced(12)
+    clock.t += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
+    pace.produced(12)
+    assert not pace.ran_dry and limit(48) < 48
+    clock.t += 0.3 + 2 * FRAME_S
+    pace.produced(12)
+    assert pace.ran_dry
+    # 300 ms ahead would cut to 12 again; the schedule instead, regrowing from the last cut
+    assert [limit(96), limit(144), limit(144), limit(144)] == [24, 48, 96, 144]
+
+
+def test_a_paced_schedule_is_decided_window_by_window() -> None:
+    """Each core is decided when asked for, the audio of the ones before having played meanwhile;
+    each later window is decoded before the listener's audio runs out."""
+    clock = Clock()
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    sizes, spare = [], []
+    for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
+        sizes.append(end - start)
+        decoding = (end - start + 16) * 0.009
+        if len(sizes) > 1:
+            spare.append(pace.ahead_s() - decoding)
+        clock.t += decoding
+        pace.produced(end - start)
+    scheduled = [end - start for start, end in plan_cores(400, PLAN)]
+    assert sizes[0] == scheduled[0] == PLAN.first
+    assert sizes[1] == PLAN.first < scheduled[1]  # 300 ms ahead: 26 frames decodable, 16 of them context
+    assert len(sizes) > len(scheduled) and sum(sizes) == 400
+    assert min(spare) >= 0.0
+
+
+def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
+    clock = Clock()
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    pace.produced(12)
+    limit = pace.limit(PLAN)
+    assert limit(24) == PLAN.first  # 300 ms ahead: cut
+    pace.produced(300)  # then plenty of audio: the pace alone would allow the schedule's 48, 96
+    assert [limit(48), limit(96), limit(144), limit(144)] == [24, 48, 96, 144]
+
+
+def test_the_schedule_alone_would_leave_that_listener_waiting() -> None:
+    """The same slow engine on the plan's schedule: the pacing above is what keeps the audio going."""
+    t, playing_until = 100.0, None
+    waited = 0.0
+    for start, end in plan_cores(400, PLAN):
+        t += (end - start + 16) * 0.009
+        if playing_until is not None and t > playing_until:
+            waited += t - playing_until
+        playing_until = max(t, playing_until or t) + (end - start) * FRAME_S
+    assert waited > 0.05
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    total=st.integers(1, 800),
+    first=st.integers(1, 40),
+    limits=st.lists(st.integers(-5, 300), min_size=1, max_size=50),
+)
+def test_limited_cores_still_tile_the_sentence_exactly_once(total: int, first: int, limits: list[int]) -> None:
+    plan = WindowPlan(first=first, largest=max(first, 144))
+    asked = itertools.cycle(limits)
+    covered = np.zeros(total, dtype=int)
+    limited = list(cores(total, plan, limit=lambda scheduled: next(asked)))
+    for start, end in limited:
+        covered[start:end] += 1
+    assert covered.tolist() == [1] * total
+    assert all(end - start >= min(first, total) for start, end in limited)  # never below the first window
+    scheduled = core_sizes(plan)
+    # never above the schedule (the last core also takes a sliver smaller than the first window)
+    assert all(end - start <= next(scheduled) + first - 1 for start, end in limited)
