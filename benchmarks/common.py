@@ -353,6 +353,14 @@ def behind_ignored(server: LocalServer) -> contextlib.AbstractContextManager[Non
     return switched(server.engine, "pass_behind", False, "ignoring `behind`")
 
 
+def pacing_off(server: LocalServer) -> contextlib.AbstractContextManager[None]:
+    """The same in-process server with its engine decoding on the window plan's schedule alone,
+    not paced to its measured speed (engine/pacing.py)."""
+    inner = server.engine.inner if server.engine is not None else None
+    onnx = inner if isinstance(inner, OnnxEngine) else None
+    return switched(onnx, "pacing", False, "decoding without pacing (an ONNX engine)")
+
+
 def steps_in_arrival_order(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server running synthesis steps in the order they are asked for (a
     FIFO pool), not earliest deadline first (kokoro_server/scheduler.py)."""

@@ -5,8 +5,10 @@ paragraph as the project's client does (chunker pieces, pipelined). Per level: f
 p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors. Each
 level runs again with the same server's engine decoding whole sentences (decoder windows off),
 next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio;
-and again with the engine never told that the server is behind a listener (`behind` ignored),
-which shows what that signal buys once the sessions outrun the server.
+again with the engine never told that the server is behind a listener (`behind` ignored),
+which shows what that signal buys once the sessions outrun the server; and again with its
+windows on the plan's schedule alone (`not paced`: engine/pacing.py), what pacing costs or buys
+when sessions share the cores.
 
 Callers arriving one after another (`--arrivals N --arrival-gap-s S`): N sessions, one every S
 seconds, each speaking the paragraph, with the server's synthesis steps run earliest deadline
@@ -38,6 +40,7 @@ from common import (
     header,
     kokoro_server,
     own_cpu_s,
+    pacing_off,
     run_session,
     steps_in_arrival_order,
     summary,
@@ -126,13 +129,14 @@ MODES: dict[str, Callable[[LocalServer], contextlib.AbstractContextManager[None]
     "chunked": lambda server: contextlib.nullcontext(),
     "whole": whole_sentence_decoding,
     "chunked, behind ignored": behind_ignored,
+    "chunked, not paced": pacing_off,
 }
 
 
 async def measure(server: LocalServer, levels: list[int], repeats: int, compare_whole: bool) -> list[dict[str, Any]]:
     """Each level with the engine's defaults (`decoding: chunked`) and, with `compare_whole`,
     right before or after it (the order alternating per repeat) with whole-sentence decoding
-    and with `behind` ignored."""
+    and with `behind` ignored, and not paced."""
     await run_session(server.ws_url, ["Warm up."])
     rows = []
     for repeat in range(repeats):
@@ -230,12 +234,15 @@ def main() -> None:
             levels=[row for row in rows if row["decoding"] == "chunked"],
             whole_sentence_levels=[row for row in rows if row["decoding"] == "whole"],
             behind_ignored_levels=[row for row in rows if row["decoding"] == "chunked, behind ignored"],
+            not_paced_levels=[row for row in rows if row["decoding"] == "chunked, not paced"],
             rtf_chunked_over_whole=over_whole(rows) if compare_whole else None,
             rtf_behind_ignored_over_whole=over_whole(rows, "chunked, behind ignored") if compare_whole else None,
             cpu_chunked_over_whole=over_whole(rows, cost="cpu_s") if compare_whole else None,
             cpu_behind_ignored_over_whole=(
                 over_whole(rows, "chunked, behind ignored", cost="cpu_s") if compare_whole else None
             ),
+            rtf_not_paced_over_whole=over_whole(rows, "chunked, not paced") if compare_whole else None,
+            cpu_not_paced_over_whole=over_whole(rows, "chunked, not paced", cost="cpu_s") if compare_whole else None,
             over_the_limit=limit_check,
             arrivals=arrival_check,
         )
@@ -244,6 +251,8 @@ def main() -> None:
     print("the same with `behind` ignored:", report["rtf_behind_ignored_over_whole"])
     print("CPU s per audio s, chunked / whole per level:", report["cpu_chunked_over_whole"])
     print("the same with `behind` ignored:", report["cpu_behind_ignored_over_whole"])
+    print("RTF not paced / whole per level:", report["rtf_not_paced_over_whole"])
+    print("CPU s per audio s, not paced / whole:", report["cpu_not_paced_over_whole"])
     print("over the limit:", limit_check)
 
 

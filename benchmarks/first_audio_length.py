@@ -2,8 +2,9 @@
 
 One sentence without clause marks of 5, 15, 30 and 50 words, spoken by ONNX engines in the same
 process: `chunked` (the defaults: decoder windows, and a long sentence's head encoded first),
-`full context` (the same windows, each computing the first window's context: what the carried
-norm statistics save), `no lookahead` (the same windows, every sentence encoded whole first), `whole`
+`schedule alone` (the same windows on the plan's schedule, not paced to the engine's speed:
+engine/pacing.py; on a machine fast enough for the schedule the two are the same), `no lookahead`
+(the same windows, every sentence encoded whole first), `whole`
 (`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
 leading silence) and any extra window plans given with `--plans`; they alternate per repeat so
 that the machine's load falls on all alike. Per run:
@@ -227,14 +228,14 @@ def main() -> None:
     args = parser.parse_args()
     plans: dict[str, WindowPlan | None] = {
         "chunked": DEFAULT_WINDOWS,
-        # The same windows, each computing the first window's context, as before the norms carried
-        # their statistics (docs/engine.md, "Carried statistics"): what carrying saves, paired.
-        "full context": dataclasses.replace(DEFAULT_WINDOWS, carried_context=None),
+        # The same windows on the plan's schedule alone, not paced (docs/engine.md, "Pacing").
+        "schedule alone": DEFAULT_WINDOWS,
         "no lookahead": DEFAULT_WINDOWS,
         "whole": None,
     }
     plans.update({f"windows {text}": parse_plan(text) for text in args.plans})
     engines = {name: OnnxEngine(threads=args.threads, decoder_windows=plan) for name, plan in plans.items()}
+    engines["schedule alone"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, pacing=False)
     engines["no lookahead"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, lookahead=None)
     if args.spinning:
         for name in ("chunked", "whole"):

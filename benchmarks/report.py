@@ -827,6 +827,12 @@ class Report:
                         if "full context" in results
                         else ""
                     )
+                    + (
+                        "`schedule alone` = the same windows on the plan's schedule, not paced to the engine's speed "
+                        "(the same as `chunked` on a machine fast enough for the schedule); "
+                        if "schedule alone" in results
+                        else ""
+                    )
                     + "`no lookahead` = the same windows with every sentence encoded whole first; `whole` = one "
                     "decoder run per sentence (first audio = the whole sentence). Stall: silence a listener would hear "
                     "if playback started at the first chunk and each chunk came when it was computed. Machine load "
