@@ -142,8 +142,8 @@ def cores(
 ) -> Iterator[tuple[int, int]]:
     """Cores that tile [start, total_frames) exactly once, in order, each decided only when it is
     asked for: `limit` (pacing.py) may then cut the schedule's next size (not below `first`) to
-    what the listener's audio leaves time for. `sizes` lets a later call continue the same schedule (a sentence
-    decoded in two parts: lookahead.py)."""
+    what the listener's audio leaves time for. `sizes` lets a later call continue the same
+    schedule (a sentence decoded in two parts: lookahead.py)."""
     if plan.first + plan.ahead >= total_frames - start:
         # The audio ahead covers the first window and all the rest: one run, no seams.
         if start < total_frames:
