@@ -6,7 +6,9 @@ process: `chunked` (the defaults: decoder windows, and a long sentence's head en
 engine/pacing.py; on a machine fast enough for the schedule the two are the same), `no lookahead`
 (the same windows, every sentence encoded whole first), `whole`
 (`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
-leading silence) and any extra window plans given with `--plans`; they alternate per repeat so
+leading silence), any extra window plans given with `--plans` and the defaults paced with each
+other margin given with `--margins` (the share of the listener's audio ahead a window may take
+to decode: engine/pacing.py, 0.8 by default); they alternate per repeat so
 that the machine's load falls on all alike. Per run:
 time from `synthesize()` to the first AudioChunk (G2P + encoder + first window), total time,
 audio length, this process's CPU time, and the playback stall a listener would hear if playback
@@ -21,6 +23,7 @@ and how busy the machine was (cores used by other processes during the run, load
 on a shared machine the numbers are only comparable as ratios measured in the same run.
 
     .venv/bin/python benchmarks/first_audio_length.py [--repeats 5] [--threads 2] [--plans 12,2,64 8,2,96]
+        [--margins 0.6 0.9 1.0]
 """
 
 from __future__ import annotations
@@ -221,6 +224,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--plans", nargs="*", default=[], help="extra window plans first,growth,largest")
+    parser.add_argument("--margins", nargs="*", type=float, default=[], help="extra pacing margins, e.g. 0.6 0.9")
     parser.add_argument(
         "--spinning", action="store_true", help="also chunked and whole with onnxruntime's spinning threads"
     )
@@ -237,6 +241,11 @@ def main() -> None:
     engines = {name: OnnxEngine(threads=args.threads, decoder_windows=plan) for name, plan in plans.items()}
     engines["schedule alone"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, pacing=False)
     engines["no lookahead"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, lookahead=None)
+    for margin in args.margins:
+        plans[f"paced, margin {margin}"] = DEFAULT_WINDOWS
+        engines[f"paced, margin {margin}"] = OnnxEngine(
+            threads=args.threads, decoder_windows=DEFAULT_WINDOWS, pacing_margin=margin
+        )
     if args.spinning:
         for name in ("chunked", "whole"):
             plans[f"{name} spinning"] = plans[name]

@@ -120,6 +120,21 @@ def test_a_paced_schedule_is_decided_window_by_window() -> None:
     assert min(spare) >= 0.0
 
 
+def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
+    # 1.2 s ahead at 9 ms per span frame, 16 of them context: 90 core frames at 0.8, 117 at 1.0.
+    assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S, margin=1.0) == int(1.2 / 0.009) - 16 == 117
+    assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S, margin=0.6) == int(0.6 * 1.2 / 0.009) - 16 == 64
+    speed = DecodeSpeed(0.009)
+    cuts = {}
+    for margin in (0.6, 1.0):
+        pace = Pace(speed, FRAME_S, ahead_s=1.2, margin=margin, now=lambda: 0.0)
+        cuts[margin] = pace.limit(PLAN)(144)
+    assert cuts == {0.6: 64, 1.0: 117}
+    for impossible in (0.0, 1.5):
+        with pytest.raises(ValueError, match="margin"):
+            Pace(speed, FRAME_S, margin=impossible)
+
+
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
     clock = Clock()
     pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)

@@ -30,6 +30,7 @@ from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
+from voicestream.engine.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.pacing import DecodeSpeed, Pace
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
@@ -74,6 +75,7 @@ class OnnxEngine(SpeechEngine):
         lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES,
         g2p: G2PSettings | None = None,
         pacing: bool = True,
+        pacing_margin: float = PACING_MARGIN,
     ) -> None:
         """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
         are derived (default: `derived/` beside the model when it holds them or is writable, else
@@ -83,7 +85,7 @@ class OnnxEngine(SpeechEngine):
         None: all of it (the original graph's samples, with `decoder_windows=None`). `g2p`: its
         worker processes (each conversion time-bounded: g2p.py). `pacing`: cut later windows to
         what the engine decodes while the listener's audio plays (pacing.py); False: the plan's
-        schedule alone."""
+        schedule alone. `pacing_margin`: the share of that audio a window may take to decode."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
@@ -93,6 +95,7 @@ class OnnxEngine(SpeechEngine):
         self.lookahead = lookahead
         self.lead_in_frames = lead_in_frames
         self.pacing = pacing
+        self.pacing_margin = pacing_margin
         self._decode_speed = DecodeSpeed()
         self._g2p = G2P(g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
@@ -159,7 +162,7 @@ class OnnxEngine(SpeechEngine):
         self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
-        pace = Pace(self._decode_speed, FRAME_S, ahead_s=ahead_s) if self.pacing else None
+        pace = Pace(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=self.pacing_margin) if self.pacing else None
         for index, piece in enumerate(pieces):
             ids, words = tokenize(piece, self._vocab)
             if not ids:

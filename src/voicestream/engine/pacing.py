@@ -46,13 +46,15 @@ class DecodeSpeed:
         self.seconds_per_frame = sample if previous is None else (previous + sample) / 2
 
 
-def paced_core(scheduled: int, ahead_s: float, seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> int:
+def paced_core(
+    scheduled: int, ahead_s: float, seconds_per_frame: float, plan: WindowPlan, frame_s: float, margin: float = MARGIN
+) -> int:
     """The next core's frames: the schedule's, or fewer when decoding that many (and the window's
-    context) would take longer than `MARGIN` of the `ahead_s` seconds the listener has left."""
+    context) would take longer than `margin` of the `ahead_s` seconds the listener has left."""
     context = 2 * plan.later_context
     if seconds_per_frame * (plan.first + context) >= plan.first * frame_s:
         return scheduled  # even the smallest window plays shorter than it decodes
-    affordable = int(MARGIN * ahead_s / seconds_per_frame) - context
+    affordable = int(margin * ahead_s / seconds_per_frame) - context
     return max(plan.first, min(scheduled, affordable))
 
 
@@ -63,10 +65,19 @@ class Pace:
     playing when the call starts."""
 
     def __init__(
-        self, speed: DecodeSpeed, frame_s: float, *, ahead_s: float = 0.0, now: Callable[[], float] = time.perf_counter
+        self,
+        speed: DecodeSpeed,
+        frame_s: float,
+        *,
+        ahead_s: float = 0.0,
+        margin: float = MARGIN,
+        now: Callable[[], float] = time.perf_counter,
     ) -> None:
+        if not 0.0 < margin <= 1.0:
+            raise ValueError(f"pacing margin must be in (0, 1], got {margin}")
         self.speed = speed
         self.frame_s = frame_s
+        self.margin = margin
         self.now = now
         self._playing_until: float | None = now() + ahead_s if ahead_s > 0 else None
         # The listener ran out of audio (by more than a frame) during this call: windows waited for
@@ -102,7 +113,7 @@ class Pace:
             # behind, or run dry since: larger windows are the remedy; unmeasured, or nothing played
             # yet: nothing to pace
             if not (plan.behind or self.ran_dry or seconds_per_frame is None or self._playing_until is None):
-                size = paced_core(size, self.ahead_s(), seconds_per_frame, plan, self.frame_s)
+                size = paced_core(size, self.ahead_s(), seconds_per_frame, plan, self.frame_s, self.margin)
             regrowing_from = size if size < scheduled else None
             return size
 
