@@ -35,13 +35,14 @@ def test_a_fast_engine_keeps_the_schedule() -> None:
 
 def test_a_slow_engine_gets_the_core_it_decodes_within_the_margin_of_the_audio_ahead() -> None:
     # 9 ms per frame, 1.2 s ahead: 0.8 * 1.2 / 0.009 = 106 frames decodable, 16 of them context.
-    assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S) == int(MARGIN * 1.2 / 0.009) - 16 == 90
-    core = paced_core(144, 1.2, 0.009, PLAN, FRAME_S)
+    assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S, margin=0.8) == int(0.8 * 1.2 / 0.009) - 16 == 90
+    core = paced_core(144, 1.2, 0.009, PLAN, FRAME_S)  # the default margin
     assert (core + 16) * 0.009 <= MARGIN * 1.2 < (core + 17) * 0.009
 
 
 def test_never_below_the_first_window() -> None:
-    assert paced_core(24, 0.300, 0.009, PLAN, FRAME_S) == PLAN.first  # 26 decodable, 16 of them context
+    # 0.8 * 0.3 / 0.009: 26 decodable, 16 of them context
+    assert paced_core(24, 0.300, 0.009, PLAN, FRAME_S, margin=0.8) == PLAN.first
     assert paced_core(24, 0.0, 0.009, PLAN, FRAME_S) == PLAN.first
 
 
@@ -87,7 +88,7 @@ def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
     """A gap during the call means windows waited for workers busy with other sessions: smaller
     windows would only add work."""
     clock = Clock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the first cut lands on 12
     limit = pace.limit(PLAN)
     pace.produced(12)
     clock.t += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
@@ -104,7 +105,7 @@ def test_a_paced_schedule_is_decided_window_by_window() -> None:
     """Each core is decided when asked for, the audio of the ones before having played meanwhile;
     each later window is decoded before the listener's audio runs out."""
     clock = Clock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the sizes below are 0.8's
     sizes, spare = [], []
     for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
         sizes.append(end - start)
@@ -117,6 +118,20 @@ def test_a_paced_schedule_is_decided_window_by_window() -> None:
     assert sizes[0] == scheduled[0] == PLAN.first
     assert sizes[1] == PLAN.first < scheduled[1]  # 300 ms ahead: 26 frames decodable, 16 of them context
     assert len(sizes) > len(scheduled) and sum(sizes) == 400
+    assert min(spare) >= 0.0
+
+
+@pytest.mark.parametrize("margin", [MARGIN, 1.0])
+def test_at_any_margin_each_window_is_decoded_before_the_audio_runs_out(margin: float) -> None:
+    clock = Clock()
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
+    spare = []
+    for index, (start, end) in enumerate(cores(400, PLAN, limit=pace.limit(PLAN))):
+        decoding = (end - start + 16) * 0.009
+        if index > 0:
+            spare.append(pace.ahead_s() - decoding)
+        clock.t += decoding
+        pace.produced(end - start)
     assert min(spare) >= 0.0
 
 
@@ -137,10 +152,10 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
     clock = Clock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)
     pace.produced(12)
     limit = pace.limit(PLAN)
-    assert limit(24) == PLAN.first  # 300 ms ahead: cut
+    assert limit(24) == PLAN.first  # 300 ms ahead: cut (0.8 * 0.3 / 0.009 - 16 context = 10)
     pace.produced(300)  # then plenty of audio: the pace alone would allow the schedule's 48, 96
     assert [limit(48), limit(96), limit(144), limit(144)] == [24, 48, 96, 144]
 

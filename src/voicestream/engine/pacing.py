@@ -28,8 +28,11 @@ from typing import Final
 from voicestream.engine.windows import WindowPlan
 
 # Share of the audio ahead a window may take to decode: runs vary by ~10% on a quiet 2-core
-# machine, and the window's audio must also reach the listener.
-MARGIN: Final = 0.8
+# machine, and the window's audio must also reach the listener. Swept on the Intel host, paired in
+# one run (benchmarks/results/first_audio_length_margins.json): 0.6-0.9 never left a listener
+# waiting and 1.0 did (4-7 ms at 5 words); compute over whole-sentence decoding 1.21, 1.18, 1.16,
+# 1.10, 1.10 at 0.6, 0.7, 0.8, 0.9, 1.0: the largest margin without a stall is the cheapest.
+MARGIN: Final = 0.9
 
 
 @dataclass(slots=True)
