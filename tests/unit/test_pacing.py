@@ -145,6 +145,8 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
         pace = Pace(speed, FRAME_S, ahead_s=1.2, margin=margin, now=lambda: 0.0)
         cuts[margin] = pace.limit(PLAN)(144)
     assert cuts == {0.6: 64, 1.0: 117}
+    # 0.3 s ahead as a clock measures it (100.3 - 100) decodes 30 frames at 0.9, not 29.99...
+    assert paced_core(24, 100.3 - 100.0, 0.009, PLAN, FRAME_S, margin=0.9) == 30 - 16
     for impossible in (0.0, 1.5):
         with pytest.raises(ValueError, match="margin"):
             Pace(speed, FRAME_S, margin=impossible)

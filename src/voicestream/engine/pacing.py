@@ -57,7 +57,8 @@ def paced_core(
     context = 2 * plan.later_context
     if seconds_per_frame * (plan.first + context) >= plan.first * frame_s:
         return scheduled  # even the smallest window plays shorter than it decodes
-    affordable = int(margin * ahead_s / seconds_per_frame) - context
+    # Whole frames, with a tolerance for float rounding (0.9 * 0.3 s / 9 ms is 29.99999999999997).
+    affordable = int(margin * ahead_s / seconds_per_frame + 1e-6) - context
     return max(plan.first, min(scheduled, affordable))
 
 
