@@ -8,7 +8,7 @@ engine/pacing.py; on a machine fast enough for the schedule the two are the same
 (`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
 leading silence), any extra window plans given with `--plans` and the defaults paced with each
 other margin given with `--margins` (the share of the listener's audio ahead a window may take
-to decode: engine/pacing.py, 0.8 by default); they alternate per repeat so
+to decode: engine/pacing.py, `MARGIN`); they alternate per repeat so
 that the machine's load falls on all alike. Per run:
 time from `synthesize()` to the first AudioChunk (G2P + encoder + first window), total time,
 audio length, this process's CPU time, and the playback stall a listener would hear if playback

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from voicestream.engine.onnx import OnnxEngine
 from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
 from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
 
@@ -101,11 +102,11 @@ def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
     assert [limit(96), limit(144), limit(144), limit(144)] == [24, 48, 96, 144]
 
 
-def test_a_paced_schedule_is_decided_window_by_window() -> None:
-    """Each core is decided when asked for, the audio of the ones before having played meanwhile;
-    each later window is decoded before the listener's audio runs out."""
+def paced_run(margin: float) -> tuple[list[int], list[float]]:
+    """A 400-frame sentence paced on an engine at 9 ms per span frame (16 of them context): each
+    core's size, and the audio the listener had left when each later window was decoded."""
     clock = Clock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the sizes below are 0.8's
+    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
     sizes, spare = [], []
     for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
         sizes.append(end - start)
@@ -114,6 +115,13 @@ def test_a_paced_schedule_is_decided_window_by_window() -> None:
             spare.append(pace.ahead_s() - decoding)
         clock.t += decoding
         pace.produced(end - start)
+    return sizes, spare
+
+
+def test_a_paced_schedule_is_decided_window_by_window() -> None:
+    """Each core is decided when asked for, the audio of the ones before having played meanwhile;
+    each later window is decoded before the listener's audio runs out."""
+    sizes, spare = paced_run(margin=0.8)  # the sizes below are 0.8's
     scheduled = [end - start for start, end in plan_cores(400, PLAN)]
     assert sizes[0] == scheduled[0] == PLAN.first
     assert sizes[1] == PLAN.first < scheduled[1]  # 300 ms ahead: 26 frames decodable, 16 of them context
@@ -123,20 +131,12 @@ def test_a_paced_schedule_is_decided_window_by_window() -> None:
 
 @pytest.mark.parametrize("margin", [MARGIN, 1.0])
 def test_at_any_margin_each_window_is_decoded_before_the_audio_runs_out(margin: float) -> None:
-    clock = Clock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
-    spare = []
-    for index, (start, end) in enumerate(cores(400, PLAN, limit=pace.limit(PLAN))):
-        decoding = (end - start + 16) * 0.009
-        if index > 0:
-            spare.append(pace.ahead_s() - decoding)
-        clock.t += decoding
-        pace.produced(end - start)
-    assert min(spare) >= 0.0
+    sizes, spare = paced_run(margin)
+    assert sum(sizes) == 400 and min(spare) >= 0.0
 
 
 def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
-    # 1.2 s ahead at 9 ms per span frame, 16 of them context: 90 core frames at 0.8, 117 at 1.0.
+    # 1.2 s ahead at 9 ms per span frame, 16 of them context: 64 core frames at 0.6, 117 at 1.0.
     assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S, margin=1.0) == int(1.2 / 0.009) - 16 == 117
     assert paced_core(144, 1.2, 0.009, PLAN, FRAME_S, margin=0.6) == int(0.6 * 1.2 / 0.009) - 16 == 64
     speed = DecodeSpeed(0.009)
@@ -150,6 +150,8 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
     for impossible in (0.0, 1.5):
         with pytest.raises(ValueError, match="margin"):
             Pace(speed, FRAME_S, margin=impossible)
+        with pytest.raises(ValueError, match="margin"):
+            OnnxEngine(pacing_margin=impossible)  # when the engine is made, not at its first synthesis
 
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:

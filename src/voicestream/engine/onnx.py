@@ -31,7 +31,7 @@ from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.pacing import MARGIN as PACING_MARGIN
-from voicestream.engine.pacing import DecodeSpeed, Pace
+from voicestream.engine.pacing import DecodeSpeed, Pace, checked_margin
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
 from voicestream.engine.windows import WindowPlan, for_listener
@@ -95,7 +95,7 @@ class OnnxEngine(SpeechEngine):
         self.lookahead = lookahead
         self.lead_in_frames = lead_in_frames
         self.pacing = pacing
-        self.pacing_margin = pacing_margin
+        self.pacing_margin = checked_margin(pacing_margin)  # refused here, not at the first synthesis
         self._decode_speed = DecodeSpeed()
         self._g2p = G2P(g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends

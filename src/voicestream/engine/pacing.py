@@ -35,6 +35,13 @@ from voicestream.engine.windows import WindowPlan
 MARGIN: Final = 0.9
 
 
+def checked_margin(margin: float) -> float:
+    """`margin` if it is a share of the audio ahead (0 < margin <= 1), else a ValueError."""
+    if not 0.0 < margin <= 1.0:
+        raise ValueError(f"pacing margin must be in (0, 1], got {margin}")
+    return margin
+
+
 @dataclass(slots=True)
 class DecodeSpeed:
     """Seconds a window's decoding takes per frame of its generator span (frontend and each run's
@@ -77,11 +84,9 @@ class Pace:
         margin: float = MARGIN,
         now: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if not 0.0 < margin <= 1.0:
-            raise ValueError(f"pacing margin must be in (0, 1], got {margin}")
         self.speed = speed
         self.frame_s = frame_s
-        self.margin = margin
+        self.margin = checked_margin(margin)
         self.now = now
         self._playing_until: float | None = now() + ahead_s if ahead_s > 0 else None
         # The listener ran out of audio (by more than a frame) during this call: windows waited for
