@@ -22,7 +22,7 @@ Reports p50s, the long/short first-audio ratio, RTF chunked vs whole (wall and C
 and how busy the machine was (cores used by other processes during the run, load average):
 on a shared machine the numbers are only comparable as ratios measured in the same run.
 
-    .venv/bin/python benchmarks/first_audio_length.py [--repeats 5] [--threads 2] [--plans 12,2,64 8,2,96]
+    .venv/bin/python benchmarks/first_audio_length.py [--repeats 5] [--threads 2] [--plans 12,2,64 12,2,144,none]
         [--margins 0.6 0.9 1.0]
 """
 
@@ -182,15 +182,19 @@ def describe(plan: WindowPlan | None) -> dict[str, Any] | str:
         "largest": plan.largest,
         "context": plan.context,
         "carried_context": plan.carried_context,
+        "first_right_context": plan.first_right_context,
         "frontend_context": plan.frontend_context,
         "crossfade": plan.crossfade,
     }
 
 
 def parse_plan(text: str) -> WindowPlan:
-    first, growth, largest = text.split(",")
+    """first,growth,largest[,first_right_context] on the default plan (`none`: the context)."""
+    first, growth, largest, *right = text.split(",")
     plan = window_plan((int(first), float(growth), int(largest)))
     assert plan is not None
+    if right:
+        plan = dataclasses.replace(plan, first_right_context=None if right[0] == "none" else int(right[0]))
     return plan
 
 
@@ -223,7 +227,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--plans", nargs="*", default=[], help="extra window plans first,growth,largest")
+    parser.add_argument(
+        "--plans", nargs="*", default=[], help="extra window plans first,growth,largest[,first_right_context|none]"
+    )
     parser.add_argument("--margins", nargs="*", type=float, default=[], help="extra pacing margins, e.g. 0.6 0.9")
     parser.add_argument(
         "--spinning", action="store_true", help="also chunked and whole with onnxruntime's spinning threads"

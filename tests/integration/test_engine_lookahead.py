@@ -23,6 +23,9 @@ from voicestream.engine.split_runtime import SentenceFeatures
 from voicestream.engine.windows import plan_windows
 from voicestream.engine.word_timings import TokenWord, tokenize, word_frames
 
+# One sentence's seams may be past the gate's 1 dB (below), not by far: a window cut off too short
+# puts 4 dB near every seam (tests/integration/test_engine_onnx_streaming.py).
+MAX_SENTENCE_SEAM_EXCESS_DB = 1.5
 SENTENCES = (
     "Our team will move every order from the north depot to the new site next week so please check that your "
     "delivery address and phone number are correct before friday because the courier cannot call you back after "
@@ -139,12 +142,14 @@ def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: O
             f"seam excess: lookahead {head.seam_excess_db:.2f} dB, plain {plain.seam_excess_db:.2f} dB; steps "
             f"{head.seam_step_ratio:.2f} / {plain.seam_step_ratio:.2f}"
         )
-        assert head.passes()
+        assert head.passes(max_seam_excess_db=MAX_SENTENCE_SEAM_EXCESS_DB)
         head_excess.append(head.seam_excess_db)
         plain_excess.append(plain.seam_excess_db)
-    # Compared over the sentences, not per sentence: with windows doubling to 192 frames a
-    # sentence has only 2-4 seams, so one seam moves its mean by tenths of a dB either way
-    # (measured: plain -0.13 and 0.95 dB on two of them, the lookahead 0.52 on both).
+    # The gate (1 dB) holds over the sentences, not for each: a sentence has only 4-7 seams, so one
+    # seam moves its mean by tenths of a dB either way, with where the seams fall (measured: plain
+    # -0.13 and 0.95 dB on two of them, the lookahead 0.52 on both; over 81 sentences the default
+    # plan is past 1 dB on 18 of them and the plan before it on 27: docs/engine.md).
+    assert float(np.mean(head_excess)) <= 1.0
     assert float(np.mean(head_excess)) <= float(np.mean(plain_excess)) + 0.25
 
 

@@ -15,6 +15,7 @@ from voicestream.engine.windows import (
     Window,
     WindowPlan,
     core_sizes,
+    cores,
     fade_in,
     for_listener,
     plan_windows,
@@ -58,6 +59,18 @@ def test_windows_after_the_first_take_the_carried_context_and_the_frontend_follo
     assert WindowPlan(context=8, carried_context=10).later_context == 8
 
 
+def test_the_first_window_may_end_its_span_nearer_its_core_than_it_starts() -> None:
+    # The ONNX engine's first window: 12 frames into the leading silence before, 8 after (reach
+    # and crossfade), so a 16-frame core costs the span a 12-frame one had with 12 after.
+    plan = WindowPlan(first=16, growth=2.0, largest=64, context=12, carried_context=8, first_right_context=8)
+    windows = plan_windows(200, plan, start=10)
+    assert windows[0] == Window(10, 26, 0, 34, 0, 42)
+    assert windows[0].frames == plan_windows(200, WindowPlan(first=12, carried_context=8), start=10)[0].frames
+    assert windows[1] == Window(26, 58, 18, 66, 10, 74)
+    assert plan.first_window_right_context == 8 and WindowPlan(context=12).first_window_right_context == 12
+    assert WindowPlan(context=8, first_right_context=10).first_window_right_context == 8
+
+
 def test_a_window_without_frontend_span_computes_its_span_in_both_stages() -> None:
     window = Window(10, 20, 4, 26)
     assert (window.frontend_start, window.frontend_end) == (4, 26)
@@ -69,6 +82,16 @@ def test_a_last_sliver_smaller_than_the_first_window_joins_the_window_before() -
     windows = plan_windows(40, WindowPlan(first=12, growth=2.0, largest=240))
     assert [(w.start, w.end) for w in windows] == [(0, 12), (12, 40)]
     assert [(w.start, w.end) for w in plan_windows(15, WindowPlan(first=12))] == [(0, 15)]
+
+
+def test_a_sliver_is_not_merged_into_a_window_the_limit_cut() -> None:
+    # 45 frames left after the first window: 32 scheduled would leave 13, merged into one window of
+    # 45; when the listener's audio affords 40, the window leaves the last one the first's size.
+    plan = WindowPlan(first=16, growth=2.0, largest=144)
+    assert list(cores(61, plan, limit=lambda scheduled: 40)) == [(0, 16), (16, 45), (45, 61)]
+    assert list(cores(61, plan, limit=lambda scheduled: 45)) == [(0, 16), (16, 61)]
+    # less than two first windows left: the cut window keeps the first's size, a sliver follows
+    assert list(cores(40, plan, limit=lambda scheduled: 10)) == [(0, 16), (16, 32), (32, 40)]
 
 
 def test_audio_ahead_grows_the_first_window_by_as_much_up_to_the_cap() -> None:
@@ -219,6 +242,8 @@ def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
         {"context": 1, "crossfade": 2},
         {"carried_context": 1, "crossfade": 2},
         {"carried_context": -1, "crossfade": 0},
+        {"first_right_context": 1, "crossfade": 2},
+        {"first_right_context": -1, "crossfade": 0},
         {"frontend_context": -1},
         {"ahead": -1},
     ],

@@ -49,6 +49,7 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
         largest=64,
         context=DEFAULT_WINDOWS.context,
         carried_context=DEFAULT_WINDOWS.carried_context,
+        first_right_context=DEFAULT_WINDOWS.first_right_context,
         frontend_context=DEFAULT_WINDOWS.frontend_context,
         crossfade=DEFAULT_WINDOWS.crossfade,
     )

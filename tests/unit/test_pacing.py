@@ -185,12 +185,21 @@ def test_the_schedule_alone_would_leave_that_listener_waiting() -> None:
 def test_limited_cores_still_tile_the_sentence_exactly_once(total: int, first: int, limits: list[int]) -> None:
     plan = WindowPlan(first=first, largest=max(first, 144))
     asked = itertools.cycle(limits)
+    allowed: list[int] = []
+
+    def limit(scheduled: int) -> int:
+        allowed.append(next(asked))
+        return allowed[-1]
+
     covered = np.zeros(total, dtype=int)
-    limited = list(cores(total, plan, limit=lambda scheduled: next(asked)))
+    limited = list(cores(total, plan, limit=limit))
     for start, end in limited:
         covered[start:end] += 1
     assert covered.tolist() == [1] * total
-    assert all(end - start >= min(first, total) for start, end in limited)  # never below the first window
+    # never below the first window, but for a last sliver after a cut
+    assert all(end - start >= min(first, total) for start, end in limited[:-1])
+    # never above what the limit allows (the first window's size it may not cut)
+    assert all(end - start <= max(first, most) for (start, end), most in zip(limited, allowed, strict=False))
     scheduled = core_sizes(plan)
     # never above the schedule (the last core also takes a sliver smaller than the first window)
     assert all(end - start <= next(scheduled) + first - 1 for start, end in limited)

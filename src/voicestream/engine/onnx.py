@@ -40,7 +40,11 @@ from voicestream.env import DecoderWindows
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
-DEFAULT_WINDOWS = WindowPlan(carried_context=8)
+# Later windows carry their norms' statistics (8 frames of context); the first window computes 12
+# frames into the leading silence and 8 past its 16-frame core: the span a 12-frame core had with
+# 12 after it, 4 more frames of first audio for the same compute (docs/engine.md, "The first
+# window's span").
+DEFAULT_WINDOWS = WindowPlan(first=16, carried_context=8, first_right_context=8)
 DEFAULT_LOOKAHEAD = LookaheadPlan()
 # Frames (25 ms) of the leading pad's silence kept before a piece's first phoneme: speech starts
 # that much after the first sample (Kokoro's ~0.3-0.45 s lead-in is otherwise heard as latency).

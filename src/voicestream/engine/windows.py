@@ -48,6 +48,12 @@ class WindowPlan:
     # 8 is heard as well as 12 (docs/engine.md, "Carried statistics"). None: `context`, for a
     # decoder whose windows normalise on their own (the torch engine).
     carried_context: int | None = None
+    # Generator frames after the first core (None: `context`). The first window normalises on its
+    # own over its span, and what its norms need is the span's length (the leading silence and 24
+    # frames of speech on the ONNX engine), not 12 frames beyond the core: the core may run on to
+    # the reach plus the crossfade (8) before the span's end. The ONNX engine's first window thereby
+    # emits 16 frames for the compute of 12 (docs/engine.md, "The first window's span").
+    first_right_context: int | None = None
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
     # Frames of earlier audio the listener has yet to hear when this sentence starts (the
@@ -71,17 +77,26 @@ class WindowPlan:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
         if self.ahead < 0:
             raise ValueError(f"frames ahead must be >= 0, got {self.ahead}")
-        if self.context < 0 or self.frontend_context < 0 or not 0 <= self.crossfade <= self.later_context:
+        if (
+            self.context < 0
+            or self.frontend_context < 0
+            or not 0 <= self.crossfade <= min(self.later_context, self.first_window_right_context)
+        ):
             raise ValueError(
-                f"need 0 <= crossfade <= context (and carried_context) and frontend_context >= 0, got "
-                f"crossfade={self.crossfade} context={self.context} carried_context={self.carried_context} "
-                f"frontend_context={self.frontend_context}"
+                f"need 0 <= crossfade <= context (and carried_context, first_right_context) and frontend_context >= 0,"
+                f" got crossfade={self.crossfade} context={self.context} carried_context={self.carried_context} "
+                f"first_right_context={self.first_right_context} frontend_context={self.frontend_context}"
             )
 
     @property
     def later_context(self) -> int:
         """Generator context of every window after the first (at most `context`)."""
         return self.context if self.carried_context is None else min(self.context, self.carried_context)
+
+    @property
+    def first_window_right_context(self) -> int:
+        """Generator frames after the first core (at most `context`)."""
+        return self.context if self.first_right_context is None else min(self.context, self.first_right_context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +167,16 @@ def cores(
     sizes = sizes if sizes is not None else core_sizes(plan)
     while start < total_frames:
         size = next(sizes)
+        # A last sliver smaller than the first window is cheaper merged into this one.
+        if total_frames - (start + size) < plan.first:
+            size = total_frames - start
         if limit is not None:  # a cut, never a growth, nor below the first window's size
             size = max(plan.first, min(size, limit(size)))
         end = min(total_frames, start + size)
-        # A last sliver smaller than the first window is cheaper merged into this one.
-        if total_frames - end < plan.first:
-            end = total_frames
+        if 0 < total_frames - end < plan.first:
+            # Cut short of the end with a sliver left: a first window's worth is left instead (the
+            # merged window would outlast the listener's audio: a stall).
+            end = max(start + plan.first, total_frames - plan.first)
         yield (start, end)
         start = end
 
@@ -170,11 +189,12 @@ def plan_cores(
 
 
 def window_around(core: tuple[int, int], total_frames: int, plan: WindowPlan, *, first: bool) -> Window:
-    """The core with the plan's context on both sides, clipped to [0, total_frames): `context` for
-    the sentence's first window, `later_context` for the others."""
+    """The core with the plan's context on both sides, clipped to [0, total_frames): for the
+    sentence's first window `context` before and `first_window_right_context` after, for the others
+    `later_context` on both sides."""
     start, end = core
-    context = plan.context if first else plan.later_context
-    span_start, span_end = max(0, start - context), min(total_frames, end + context)
+    before, after = (plan.context, plan.first_window_right_context) if first else (plan.later_context,) * 2
+    span_start, span_end = max(0, start - before), min(total_frames, end + after)
     return Window(
         start,
         end,
