@@ -94,6 +94,17 @@ def test_a_sliver_is_not_merged_into_a_window_the_limit_cut() -> None:
     assert list(cores(40, plan, limit=lambda scheduled: 10)) == [(0, 16), (16, 32), (32, 40)]
 
 
+def test_cores_short_of_an_open_end_leave_the_rest_to_the_next_call() -> None:
+    # A lookahead's head: the sentence goes on past its frames, so a rest smaller than the first
+    # window is not merged (nor left as a window of its own): the next call begins with it.
+    plan = WindowPlan(first=16, growth=2.0, largest=144)
+    sizes = core_sizes(plan)
+    head = list(cores(61, plan, sizes=sizes, open_end=True))
+    assert head == [(0, 16), (16, 48)]
+    assert list(cores(200, plan, start=head[-1][1], sizes=sizes)) == [(48, 112), (112, 200)]
+    assert list(cores(70, plan, open_end=True, limit=lambda scheduled: 20)) == [(0, 16), (16, 36), (36, 56)]
+
+
 def test_audio_ahead_grows_the_first_window_by_as_much_up_to_the_cap() -> None:
     plan = WindowPlan(first=12, growth=2.0, largest=144)
     cores = [(w.start, w.end) for w in plan_windows(400, replace(plan, ahead=40))]

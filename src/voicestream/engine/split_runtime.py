@@ -191,11 +191,12 @@ class SplitKokoro:
         sizes = core_sizes(plan)
         head_end = max(start, join_frame - plan.context - plan.frontend_context)
         first = True
-        for core in cores(head_end, plan, start=start, sizes=sizes, limit=decoder.limit):
+        for core in cores(head_end, plan, start=start, sizes=sizes, limit=decoder.limit, open_end=True):
             yield decoder.decode(head, window_around(core, join_frame, plan, first=first))
             first = False
+            start = core[1]
         joined = rest()
-        for core in cores(joined.frames, plan, start=head_end, sizes=sizes, limit=decoder.limit):
+        for core in cores(joined.frames, plan, start=start, sizes=sizes, limit=decoder.limit):
             yield decoder.decode(joined, window_around(core, joined.frames, plan, first=first))
             first = False
 

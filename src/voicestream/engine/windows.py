@@ -154,11 +154,14 @@ def cores(
     start: int = 0,
     sizes: Iterator[int] | None = None,
     limit: Callable[[int], int] | None = None,
+    open_end: bool = False,
 ) -> Iterator[tuple[int, int]]:
     """Cores that tile [start, total_frames) exactly once, in order, each decided only when it is
     asked for: `limit` (pacing.py) may then cut the schedule's next size (not below `first`) to
     what the listener's audio leaves time for. `sizes` lets a later call continue the same
-    schedule (a sentence decoded in two parts: lookahead.py)."""
+    schedule (a sentence decoded in two parts: lookahead.py). `open_end`: the sentence goes on
+    past `total_frames` (a lookahead's head), so the cores stop before a rest smaller than the
+    first window instead of merging it: the next call's first core begins with it."""
     if plan.first + plan.ahead >= total_frames - start:
         # The audio ahead covers the first window and all the rest: one run, no seams.
         if start < total_frames:
@@ -166,14 +169,16 @@ def cores(
         return
     sizes = sizes if sizes is not None else core_sizes(plan)
     while start < total_frames:
+        if open_end and total_frames - start < plan.first:
+            return
         size = next(sizes)
         # A last sliver smaller than the first window is cheaper merged into this one.
-        if total_frames - (start + size) < plan.first:
+        if not open_end and total_frames - (start + size) < plan.first:
             size = total_frames - start
         if limit is not None:  # a cut, never a growth, nor below the first window's size
             size = max(plan.first, min(size, limit(size)))
         end = min(total_frames, start + size)
-        if 0 < total_frames - end < plan.first:
+        if 0 < total_frames - end < plan.first and not open_end:
             # Cut short of the end with a sliver left: a first window's worth is left instead (the
             # merged window would outlast the listener's audio: a stall).
             end = max(start + plan.first, total_frames - plan.first)
