@@ -124,7 +124,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             float(np.nanmean([row["first_chunk_distance_db"] for row in same_length])), 3
         ),
         "seam_excess_db_mean": round(float(np.mean(seams)), 3) if seams else None,
+        "seam_excess_db_median": round(float(np.median(seams)), 3) if seams else None,
         "seam_excess_db_max": max(seams) if seams else None,
+        "sentences_seam_excess_over_1_db": sum(excess > 1.0 for excess in seams),
+        "sentences_seam_excess_over_2_db": sum(excess > 2.0 for excess in seams),
         "sentences": rows,
     }
 

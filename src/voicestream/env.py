@@ -45,7 +45,7 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_DERIVED_DIR": "where the onnx backend keeps the graphs it derives from the model (default: derived/ "
     "in the model directory when writable or already holding them, else $XDG_CACHE_HOME/voicestream/derived/)",
     "VOICESTREAM_DECODER_WINDOWS": "onnx backend: decoder windows in frames of 25 ms, `first,growth,largest` (default "
-    "12,2,144), or off (each sentence decoded whole: first audio waits for the whole sentence)",
+    "16,2,144), or off (each sentence decoded whole: first audio waits for the whole sentence)",
     "VOICESTREAM_SYNTH_WORKERS": "syntheses that run at once across all sessions (default 2)",
     "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
     "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
@@ -268,7 +268,7 @@ def decoder_windows(env: Env | None = None) -> DecoderWindows | None:
     if raw.lower() == "off":
         return "off"
     parts = [part.strip() for part in raw.split(",")]
-    usage = f"{name}={raw!r}: use off, or first,growth,largest (frames of 25 ms, e.g. 12,2,144)"
+    usage = f"{name}={raw!r}: use off, or first,growth,largest (frames of 25 ms, e.g. 16,2,144)"
     if len(parts) != 3:
         raise ConfigError(usage)
     try:
