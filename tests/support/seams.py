@@ -70,13 +70,19 @@ class SeamReport:
         return self.seam_excess_db <= max_seam_excess_db and self.seam_step_ratio <= max_step_ratio
 
 
-def compare(audio: FloatAudio, whole: FloatAudio, seams: list[int]) -> SeamReport:
-    """`seams`: sample indices where one window's core ends and the next begins."""
+def mel_distances(audio: FloatAudio, whole: FloatAudio) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per 10 ms mel frame: the mean |log-mel difference| to the whole-sentence audio, and
+    whether the frame is loud (speech) in the whole."""
     if len(audio) != len(whole):
         raise AssertionError(f"chunked audio has {len(audio)} samples, whole has {len(whole)}")
     chunked_mel, whole_mel = log_mel(audio), log_mel(whole)
     loud = whole_mel.max(axis=1) > whole_mel.max() - LOUD_RANGE_DB
-    distance = np.abs(chunked_mel - whole_mel).mean(axis=1)
+    return np.abs(chunked_mel - whole_mel).mean(axis=1), loud
+
+
+def compare(audio: FloatAudio, whole: FloatAudio, seams: list[int]) -> SeamReport:
+    """`seams`: sample indices where one window's core ends and the next begins."""
+    distance, loud = mel_distances(audio, whole)
     near = np.zeros(len(distance), dtype=bool)
     for seam in seams:
         centre = seam // HOP
