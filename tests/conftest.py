@@ -1,7 +1,8 @@
 """Shared fixtures: one real Kokoro engine per test run, and the real server around it.
 
-- `kokoro_engine`: the int8 ONNX engine, loaded once (session scope); `onnx_engine`: the same
-  engine typed as the OnnxEngine it is, for tests of its internals (split graphs, G2P pieces).
+- `kokoro_engine`: the int8 ONNX engine, loaded once (session scope), its windows on the plan's
+  schedule whatever the machine's speed (not paced); `onnx_engine`: the same engine typed as the
+  OnnxEngine it is, for tests of its internals (split graphs, G2P pieces).
 - `kokoro_server`: the real app under uvicorn on 127.0.0.1:<free port> with that engine and
   default limits; `.http_url`, `.ws_url`, `.runtime`, `.task_names()` (see tests/support/server.py).
 - `server_factory`: start another server on the same engine with other limits, e.g.
@@ -49,9 +50,16 @@ TEST_THREADS = int(os.environ.get("VOICESTREAM_TEST_THREADS", "2"))
 
 @pytest.fixture(scope="session")
 def kokoro_engine() -> SpeechEngine:
-    from voicestream.engine import load_engine
+    """The production engine on its window schedule alone. Pacing (engine/pacing.py) sizes each
+    window from how long the ones before took on this machine, so with it on, what a test hears
+    would depend on the machine's speed and load. Pacing itself is tested with a fixed speed and a
+    frozen clock (tests/unit/test_pacing.py, test_engine_onnx_streaming.py); its effect on a host
+    is measured by benchmarks/first_audio_length.py."""
+    from voicestream.engine.onnx import OnnxEngine
 
-    return load_engine("onnx", threads=TEST_THREADS)
+    engine = OnnxEngine(threads=TEST_THREADS, pacing=False)
+    engine.load()
+    return engine
 
 
 @pytest.fixture(scope="session")

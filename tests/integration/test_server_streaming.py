@@ -7,7 +7,6 @@ produced (one chunk = one decoder window), so the test sees the work the server 
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from tests.support.server import start_server
 from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from voicestream.engine.base import AudioChunk, SpeechEngine
 from voicestream.engine.encoders import to_pcm16
-from voicestream.engine.onnx import OnnxEngine
 from voicestream.kokoro_server import create_app
 from voicestream.wire.bidi import Limits
 
@@ -93,25 +91,7 @@ async def test_cancel_mid_sentence_stops_within_one_window(kokoro_engine: Speech
             assert await roundtrip_ping(ws) == []  # nothing of the cancelled request follows
 
 
-@contextlib.contextmanager
-def on_the_schedule_alone(engine: SpeechEngine) -> Iterator[None]:
-    """The engine's windows on its plan's schedule, not paced to its speed (engine/pacing.py): a
-    paced window's size depends on how long the ones before took, so two syntheses of a text on
-    a slow machine may cut it differently, and their samples differ at the seams."""
-    assert isinstance(engine, OnnxEngine)
-    engine.pacing = False
-    try:
-        yield
-    finally:
-        engine.pacing = True
-
-
 async def test_pipelined_sentences_keep_their_order_and_their_samples(kokoro_engine: SpeechEngine) -> None:
-    with on_the_schedule_alone(kokoro_engine):
-        await pipelined_sentences_keep_their_order_and_their_samples(kokoro_engine)
-
-
-async def pipelined_sentences_keep_their_order_and_their_samples(kokoro_engine: SpeechEngine) -> None:
     expected = [to_pcm16_chunks(kokoro_engine.synthesize(text)) for text in PIPELINED]
     engine = RecordingEngine(kokoro_engine)
     with start_server(create_app(engine, Limits())) as server:
