@@ -83,8 +83,61 @@ def ratio(numerator: float, denominator: float) -> float | None:
 # --- the machine and the results ----------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    """Enough to tell two result files' machines apart."""
+# The instruction-set extensions that decide onnxruntime's int8 kernels (MLAS picks them at run
+# time): the machine classes this project lands on differ in these, and in speed by up to 3x.
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+def cpu_flags() -> list[str]:
+    """The KERNEL_FLAGS this CPU has, from /proc/cpuinfo (empty where it cannot be read)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                present = set(line.split(":", 1)[1].split())
+                return [flag for flag in KERNEL_FLAGS if flag in present]
+    return []
+
+
+def host_class(flags: Iterable[str]) -> str:
+    """A short name for the kernel family the int8 model runs on: 'avx512-vnni', 'avx512',
+    'avx2-vnni', 'avx2' or 'baseline'."""
+    present = set(flags)
+    if "avx512f" in present:
+        return "avx512-vnni" if "avx512_vnni" in present else "avx512"
+    if "avx2" in present:
+        return "avx2-vnni" if "avx_vnni" in present else "avx2"
+    return "baseline"
+
+
+# One agent-length sentence, decoded whole: the host's speed in the unit the README's classes use.
+CALIBRATION_SENTENCE = (
+    "Thanks for calling, I can help you change your booking to Friday morning and send the new "
+    "confirmation to the email address we have on file."
+)
+
+
+def whole_sentence_rtf(threads: int = 2, repeats: int = 3) -> float:
+    """Seconds of compute per second of audio decoding CALIBRATION_SENTENCE whole (no windows, no
+    lookahead) on `threads` threads: the median of `repeats` runs after a warm-up. The machine
+    classes differ by up to 3x here, so every result file carries it beside its own numbers."""
+    engine = OnnxEngine(threads=threads, decoder_windows=None, lookahead=None, pacing=False)
+    engine.load()
+    try:
+        samples = sum(len(chunk.samples) for chunk in engine.synthesize(CALIBRATION_SENTENCE))  # warm-up
+        runs = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for _chunk in engine.synthesize(CALIBRATION_SENTENCE):
+                pass
+            runs.append(time.perf_counter() - started)
+    finally:
+        engine.close()
+    return round(statistics.median(runs) / (samples / SAMPLE_RATE), 3)
+
+
+def machine(*, calibrate: bool = True) -> dict[str, Any]:
+    """Enough to tell two result files' machines apart: the CPU, its kernel flags and class, and
+    (`calibrate`) its whole-sentence real-time factor on 2 threads, measured now."""
     cpu_model = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -95,13 +148,17 @@ def machine() -> dict[str, Any]:
     with contextlib.suppress(OSError, ValueError, IndexError):
         first = Path("/proc/meminfo").read_text().splitlines()[0]
         memory_gib = round(int(first.split()[1]) / 2**20, 1)
+    flags = cpu_flags()
     return {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": cpu_model,
+        "cpu_flags": flags,
+        "host_class": host_class(flags),
         "cpus": os.cpu_count(),
         "memory_gib": memory_gib,
         "load_average": [round(value, 2) for value in os.getloadavg()],
+        "whole_sentence_rtf": whole_sentence_rtf() if calibrate else None,
         "git_commit": _git("rev-parse", "--short", "HEAD"),
         # Tracked files changed since that commit (other work in the tree while measuring).
         "git_modified_files": len((_git("status", "--porcelain", "--untracked-files=no") or "").splitlines()),

@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from common import machine
 from voicestream.engine import create_engine
 from voicestream.engine.offline import synthesize_timed
 from voicestream.texts import paragraph
 
 SHORT = "Your flight leaves at nine forty tomorrow morning."
-
-
-def machine() -> dict[str, Any]:
-    import os
-
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
 
 
 def run(repeats: int, thread_counts: list[int]) -> dict[str, Any]:
