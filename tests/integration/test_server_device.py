@@ -62,7 +62,10 @@ async def test_a_session_is_refused_while_the_device_is_unusable() -> None:
 def test_ping_names_the_engine_and_device(kokoro_server: LiveServer) -> None:
     answer = httpx.get(f"{kokoro_server.http_url}/ping", timeout=10)
     assert answer.status_code == 200
-    assert answer.json() == {"status": "ready", "engine": "onnx", "device": "cpu"}
+    body = answer.json()
+    # The speed the server measured at start (how fast is the host's business, not the test's).
+    assert isinstance(body.pop("real_time_factor"), float) and isinstance(body.pop("faster_than_real_time"), bool)
+    assert body == {"status": "ready", "engine": "onnx", "device": "cpu"}
 
 
 async def test_pong_names_the_engine_and_device(kokoro_server: LiveServer) -> None:

@@ -46,7 +46,10 @@ def test_ping_answers_200_when_ready(kokoro_server: LiveServer) -> None:
     for method in ("GET", "POST"):
         response = httpx.request(method, f"{kokoro_server.http_url}/ping")
         assert response.status_code == 200
-        assert response.json() == {"status": "ready", "engine": "onnx", "device": "cpu"}
+        body = response.json()
+        # The speed the server measured at start (how fast is the host's business, not the test's).
+        assert isinstance(body.pop("real_time_factor"), float) and isinstance(body.pop("faster_than_real_time"), bool)
+        assert body == {"status": "ready", "engine": "onnx", "device": "cpu"}
 
 
 async def test_ping_is_503_until_the_engine_is_loaded_and_warm(kokoro_engine: SpeechEngine) -> None:

@@ -1,7 +1,8 @@
 """The inference server's Starlette app: the routes SageMaker (and everyone else) calls.
 
-- GET|POST /ping: 200 once the engine is loaded and warmed up (the body names the engine and the
-  device it runs on), 503 before, or for good if loading failed (the body and the log say why:
+- GET|POST /ping: 200 once the engine is loaded and warmed up (the body names the engine, the
+  device it runs on and its real-time factor measured at start: runtime.py), 503 before, or for
+  good if loading failed (the body and the log say why:
   e.g. VOICESTREAM_DEVICE=cuda where torch sees no GPU)
 - POST /invocations: one text in, streamed audio out (invocations.py)
 - WS /invocations-bidirectional-stream: the persistent session (session.py)
@@ -38,7 +39,8 @@ from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PAT
 async def ping(request: Request) -> JSONResponse:
     runtime: ServerRuntime = request.app.state.runtime
     if runtime.ready:
-        return JSONResponse({"status": "ready", **runtime.identity()})
+        speed = runtime.speed.report() if runtime.speed is not None else {}
+        return JSONResponse({"status": "ready", **runtime.identity(), **speed})
     body = {"status": runtime.readiness.value, "error": runtime.error}
     return JSONResponse(body, status_code=503)
 

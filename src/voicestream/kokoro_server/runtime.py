@@ -25,12 +25,16 @@ from voicestream.engine.base import SpeechEngine
 from voicestream.engine.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.scheduler import DeadlineExecutor
-from voicestream.wire.bidi import Limits
+from voicestream.wire.bidi import SAMPLE_RATE, Limits
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 WARM_UP_TEXT = "Ready."
+# One ordinary agent sentence, synthesized once after the warm-up and timed: how fast this host
+# speaks for a listener (windows, lookahead, pacing and all), known before /ping says 200, so a
+# host too slow for real time says so at start instead of stalling its listeners mid-sentence.
+SPEED_CHECK_TEXT = "Thanks for calling, how can I help you today?"
 # Seconds without a synthesis step after which the heaps' free pages are given back.
 IDLE_RELEASE_DELAY_S = 0.5
 # Threads that wait on G2P (the ONNX engine converts in worker processes; these only wait).
@@ -54,6 +58,42 @@ class RuntimeStats:
     sentences_started: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SpeedCheck:
+    """One synthesis timed at start: seconds of compute per second of audio."""
+
+    compute_s: float
+    audio_s: float
+
+    @property
+    def real_time_factor(self) -> float:
+        return self.compute_s / self.audio_s if self.audio_s > 0 else float("inf")
+
+    @property
+    def faster_than_real_time(self) -> bool:
+        return self.real_time_factor < 1.0
+
+    def report(self) -> dict[str, float | bool]:
+        return {
+            "real_time_factor": round(self.real_time_factor, 3),
+            "faster_than_real_time": self.faster_than_real_time,
+        }
+
+
+def check_speed(engine: SpeechEngine, text: str, clock: Callable[[], float] = time.perf_counter) -> SpeedCheck:
+    """Synthesize `text` once, timing the compute of each chunk as the engine produces it."""
+    compute_s = 0.0
+    samples = 0
+    chunks = iter(engine.synthesize(text))
+    while True:
+        started = clock()
+        chunk = next(chunks, None)
+        compute_s += clock() - started
+        if chunk is None:
+            return SpeedCheck(compute_s=compute_s, audio_s=samples / SAMPLE_RATE)
+        samples += len(chunk.samples)
+
+
 class ServerRuntime:
     """The engine (or a factory that loads it), the synthesis workers and the session count."""
 
@@ -64,9 +104,10 @@ class ServerRuntime:
         synth_workers: int = 2,
         warm_up_text: str = WARM_UP_TEXT,
         release_memory: Callable[[], None] = release_freed_memory,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         """`release_memory`: what gives freed memory back once the server is idle (tests pass
-        their own to observe when it runs)."""
+        their own to observe when it runs). `clock`: what the start's speed check is timed with."""
         self.limits = limits
         # Each request is split into sentences, synthesized in turn (first audio after the first
         # sentence). False: one synthesis per request, as the anchor's server does (benchmarks).
@@ -77,6 +118,8 @@ class ServerRuntime:
         self.stats = RuntimeStats()
         self.readiness = Readiness.LOADING
         self.error: str | None = None
+        self.speed: SpeedCheck | None = None  # measured at start, before readiness
+        self._clock = clock
         self._engine_source = engine
         self._engine: SpeechEngine | None = None
         self._warm_up_text = warm_up_text
@@ -113,12 +156,21 @@ class ServerRuntime:
             log_event("engine_failed", logging.ERROR, exc_info=True, error=self.error)
             return
         self.readiness = Readiness.READY
+        speed = self.speed.report() if self.speed is not None else {}
         log_event(
             "engine_ready",
             engine=self._engine.name,
             device=self._engine.device,
             load_ms=round((time.perf_counter() - started) * 1000, 1),
+            **speed,
         )
+        if self.speed is not None and not self.speed.faster_than_real_time:
+            log_event(
+                "engine_slower_than_real_time",
+                logging.WARNING,
+                **speed,
+                consequence="listeners will hear gaps inside sentences: serve from a faster host or device",
+            )
 
     def _load_and_warm_up(self) -> SpeechEngine:
         source = self._engine_source
@@ -127,6 +179,7 @@ class ServerRuntime:
         # The first inference allocates onnxruntime/torch buffers: pay that before /ping says 200.
         for _chunk in engine.synthesize(self._warm_up_text):
             pass
+        self.speed = check_speed(engine, SPEED_CHECK_TEXT, self._clock)
         return engine
 
     def close(self) -> None:
