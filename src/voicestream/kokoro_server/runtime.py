@@ -156,19 +156,20 @@ class ServerRuntime:
             log_event("engine_failed", logging.ERROR, exc_info=True, error=self.error)
             return
         self.readiness = Readiness.READY
-        speed = self.speed.report() if self.speed is not None else {}
+        assert self.speed is not None  # measured by _load_and_warm_up
+        rtf = round(self.speed.real_time_factor, 3)
         log_event(
             "engine_ready",
             engine=self._engine.name,
             device=self._engine.device,
             load_ms=round((time.perf_counter() - started) * 1000, 1),
-            **speed,
+            real_time_factor=rtf,
         )
-        if self.speed is not None and not self.speed.faster_than_real_time:
+        if not self.speed.faster_than_real_time:
             log_event(
                 "engine_slower_than_real_time",
                 logging.WARNING,
-                **speed,
+                real_time_factor=rtf,
                 consequence="listeners will hear gaps inside sentences: serve from a faster host or device",
             )
 
