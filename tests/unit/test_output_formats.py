@@ -162,3 +162,29 @@ async def test_config_sets_the_rate_and_a_request_overrides_it() -> None:
     await talk.until("synthesis_complete", "c")
     sizes = dict(requests_of(talk.seen))
     assert sizes["a"] == 2 * round(talk.engine.samples_for("Wideband.") * 2 / 3)
+
+
+def test_vllm_omni_refuses_g711_and_other_rates() -> None:
+    from voicestream.kokoro_client.vllm_omni import refused_options
+
+    assert refused_options(None, "pcm", 24000) is None and refused_options(None, "wav") is None
+    for audio_format in ("mulaw", "alaw", "mp3"):
+        refused = refused_options(None, audio_format)
+        assert refused is not None and refused.code == "invalid_format"
+    refused = refused_options(None, "pcm", 8000)
+    assert refused is not None and refused.code == "invalid_sample_rate" and "24000 Hz only" in refused.message
+
+
+def test_the_clis_sinks_write_g711_raw_and_wav_at_its_rate(tmp_path: Any) -> None:
+    from voicestream.clients.audio_out import AudioOutError, open_sink
+
+    sink = open_sink(str(tmp_path / "call.ulaw"), play=False, audio_format="mulaw", sample_rate=8000)
+    sink.write(b"\x01\x02\x03")
+    sink.close()
+    assert (tmp_path / "call.ulaw").read_bytes() == b"\x01\x02\x03"
+    wav = open_sink(str(tmp_path / "wide.wav"), play=False, sample_rate=16000)
+    wav.write(b"\0\0")
+    wav.close()
+    assert (tmp_path / "wide.wav").read_bytes()[24:28] == (16000).to_bytes(4, "little")
+    with pytest.raises(AudioOutError, match="--play plays 16-bit PCM"):
+        open_sink(None, play=True, audio_format="alaw", sample_rate=8000)
