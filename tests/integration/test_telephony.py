@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import openai
 import pytest
 import soxr
 from websockets.asyncio.client import connect
@@ -75,13 +76,17 @@ def test_g711_codes_agree_with_sox_over_every_code_and_every_sample(audio_format
 
 async def test_bidi_session(kokoro_server: LiveServer, asr: ModuleType) -> None:
     async with connect(kokoro_server.ws_url) as ws:
-        await send_json(ws, {"text": TEXT, "request_id": "call", "format": "mulaw"})
+        await send_json(ws, {"text": TEXT, "request_id": "call", "format": "mulaw", "words": True})
         [result], others = await collect(ws, 1)
-    assert others == []
     assert result.start is not None and (result.start["format"], result.start["sample_rate"]) == ("mulaw", RATE)
     assert result.end is not None and result.end["audio_bytes"] == len(result.audio)
-    # Word timings stay in seconds: the audio's duration is the same at 8 kHz, one byte a sample.
-    assert abs(len(result.audio) / RATE - result.end["audio_ms"] / 1000) < 0.01
+    # Times stay in seconds of the delivered audio: one byte a sample at 8 kHz is the same
+    # duration, and the word timings fall inside it, the last word near its end.
+    audio_s = len(result.audio) / RATE
+    assert abs(audio_s - result.end["audio_ms"] / 1000) < 0.01
+    words = [word for message in others if message["type"] == "words" for word in message["words"]]
+    assert [word["word"].strip(".,") for word in words] == TEXT.replace(".", "").split()
+    assert words[0]["start_s"] >= 0 and audio_s - 1.0 < words[-1]["end_s"] <= audio_s
     heard_right(asr, bytes(result.audio))
 
 
@@ -100,6 +105,20 @@ def test_openai_speech(kokoro_server: LiveServer, asr: ModuleType) -> None:
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "audio/PCMU;rate=8000"
     assert response.headers["x-sample-rate"] == "8000"
+    heard_right(asr, response.content)
+
+
+def test_openai_sdk_with_sample_rate_as_an_extra_body_field(kokoro_server: LiveServer, asr: ModuleType) -> None:
+    """What docs/protocol.md tells an OpenAI SDK user to write."""
+    with openai.OpenAI(base_url=f"{kokoro_server.http_url}/v1", api_key="unused", max_retries=0) as client:
+        response = client.audio.speech.create(
+            model="kokoro",
+            voice="af_heart",
+            input=TEXT,
+            response_format="mulaw",  # type: ignore[arg-type]  # our extension of OpenAI's formats
+            extra_body={"sample_rate": RATE},
+        )
+    assert response.response.headers["content-type"] == "audio/PCMU;rate=8000"
     heard_right(asr, response.content)
 
 
