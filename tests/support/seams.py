@@ -105,6 +105,11 @@ def compare(audio: FloatAudio, whole: FloatAudio, seams: list[int]) -> SeamRepor
     )
 
 
+def step_ratio(audio: FloatAudio, seam: int, sample_rate: int = SAMPLE_RATE) -> float:
+    """`seam_step_ratio` at one seam of audio at any rate (the neighbourhood is +-10 ms)."""
+    return _step_ratio(audio, seam, sample_rate // 100)
+
+
 def _step_ratio(audio: FloatAudio, seam: int, half: int = SAMPLE_RATE // 100) -> float:
     steps = np.abs(np.diff(audio[max(0, seam - half) : seam + half].astype(np.float64)))
     at_seam = min(seam, half) - 1  # the step from sample seam-1 to seam

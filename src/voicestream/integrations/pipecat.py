@@ -59,7 +59,7 @@ from voicestream.kokoro_client import (
     SynthesisStart,
     Words,
 )
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, SAMPLE_RATES
 
 SessionFactory = Callable[[], BidiSession]
 logger = logging.getLogger(__name__)
@@ -104,7 +104,6 @@ class VoicestreamTTSService(TTSService):
             else:
                 endpoint, where = str(endpoint_name), str(region)
                 session_factory = lambda: BidiSession.sagemaker(endpoint, where, words=True)  # noqa: E731
-        kwargs.setdefault("sample_rate", SAMPLE_RATE)
         # Pipecat ends an audio context that stays silent this long. Ours end on their own (the
         # last request's synthesis_complete), so this is only a safety net; Pipecat's default
         # of 3 s is shorter than a first sentence takes on a busy CPU.
@@ -128,6 +127,7 @@ class VoicestreamTTSService(TTSService):
         self._contexts: dict[str, _Context] = {}
         self._context_of: dict[str, str] = {}  # request id -> context id
         self._starts_at: dict[str, float] = {}  # request id -> its start on its context's timeline
+        self._rate_of: dict[str, int] = {}  # request id -> the rate its audio comes at (synthesis_start)
         self._ids = itertools.count(1)
         self._out_resampler = create_stream_resampler()
         self.cancelled_at: list[float] = []
@@ -235,7 +235,14 @@ class VoicestreamTTSService(TTSService):
         self._contexts[context_id].pending.add(request_id)
         try:
             voice = self._settings.voice if isinstance(self._settings.voice, str) else None
-            await session.send(piece, request_id=request_id, voice=voice, speed=self._speed, words=True)
+            await session.send(
+                piece,
+                request_id=request_id,
+                voice=voice,
+                speed=self._speed,
+                words=True,
+                sample_rate=self.server_sample_rate,
+            )
         except SessionError as error:
             self._forget(request_id)
             await self._drop_session(session)
@@ -287,7 +294,15 @@ class VoicestreamTTSService(TTSService):
             if context_id in self._contexts and self.audio_context_available(context_id):
                 await self.remove_audio_context(context_id)
 
+    @property
+    def server_sample_rate(self) -> int:
+        """The rate asked of the server: the pipeline's own (Pipecat's telephony serializers run
+        at 8 kHz), so the server resamples once, statefully; a rate the server does not offer
+        comes at Kokoro's 24 kHz and is resampled here."""
+        return self.sample_rate if self.sample_rate in SAMPLE_RATES else SAMPLE_RATE
+
     def _on_start(self, event: SynthesisStart) -> None:
+        self._rate_of[event.request_id] = event.sample_rate
         context = self._contexts.get(self._context_of.get(event.request_id, ""))
         if context is not None:
             self._starts_at[event.request_id] = context.audio_s
@@ -296,10 +311,11 @@ class VoicestreamTTSService(TTSService):
         context_id = self._context_of.get(event.request_id)
         if context_id is None or not self.audio_context_available(context_id):
             return  # interrupted: its audio may still be on its way until the server's `cancelled`
-        self._contexts[context_id].audio_s += len(event.data) / 2 / SAMPLE_RATE
+        rate = self._rate_of.get(event.request_id, SAMPLE_RATE)
+        self._contexts[context_id].audio_s += len(event.data) / 2 / rate
         audio = event.data
-        if self.sample_rate != SAMPLE_RATE:
-            audio = await self._out_resampler.resample(audio, SAMPLE_RATE, self.sample_rate)
+        if self.sample_rate != rate:
+            audio = await self._out_resampler.resample(audio, rate, self.sample_rate)
         frame = TTSAudioRawFrame(audio=audio, sample_rate=self.sample_rate, num_channels=1, context_id=context_id)
         await self.append_to_audio_context(context_id, frame)
 
@@ -313,6 +329,7 @@ class VoicestreamTTSService(TTSService):
     async def _on_done(self, request_id: str) -> None:
         context_id = self._context_of.pop(request_id, None)
         self._starts_at.pop(request_id, None)
+        self._rate_of.pop(request_id, None)
         if context_id is None or context_id not in self._contexts:
             return
         self._contexts[context_id].pending.discard(request_id)
@@ -330,6 +347,7 @@ class VoicestreamTTSService(TTSService):
     def _forget(self, request_id: str) -> None:
         context_id = self._context_of.pop(request_id, None)
         self._starts_at.pop(request_id, None)
+        self._rate_of.pop(request_id, None)
         if context_id is not None and context_id in self._contexts:
             self._contexts[context_id].pending.discard(request_id)
 
@@ -344,6 +362,7 @@ class VoicestreamTTSService(TTSService):
         for request_id in dropped:
             self._context_of.pop(request_id, None)
             self._starts_at.pop(request_id, None)
+            self._rate_of.pop(request_id, None)
         session = self._session
         if session is not None and (dropped or (context is not None and context.pending)):
             try:
