@@ -33,10 +33,10 @@ from voicestream.devserver import RunningServer, serve_in_thread, wait_until_rea
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.engine.onnx import OnnxEngine
 from voicestream.engine.process_memory import return_freed_memory_to_the_os
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
-from voicestream.kokoro_client.websocket import http_base_url
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.speech import Audio, BidiSession, RequestCompleted, bidi_url
+from voicestream.speech.websocket import http_base_url
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, Limits
 from voicestream.wire.errors import ErrorMessage
 

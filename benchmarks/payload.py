@@ -42,10 +42,10 @@ from common import (
 )
 from voicestream import env
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import bidi_url
-from voicestream.kokoro_client.invocations import invoke
 from voicestream.speak.app import create_app
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import bidi_url
+from voicestream.speech.invocations import invoke
 from voicestream.texts import paragraph
 from voicestream.wire.bidi import AudioFormat
 from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder

@@ -53,7 +53,7 @@ def _say_remote(args: argparse.Namespace) -> int:
     import wave
 
     from voicestream.env import aws_region
-    from voicestream.kokoro_client.upstream import session_for, speak_text
+    from voicestream.speech.upstream import session_for, speak_text
     from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
     from voicestream.wire.vllm_omni import SessionConfig
 

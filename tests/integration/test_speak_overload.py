@@ -14,9 +14,9 @@ from websockets.asyncio.client import connect
 from tests.conftest import ServerFactory
 from tests.support.session_client import send_json
 from tests.support.speak_server import start_speak_server
-from voicestream.kokoro_client import BidiSession, SessionConnectError
 from voicestream.speak.client import speak_events
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import BidiSession, SessionConnectError
 from voicestream.wire.bidi import Limits
 from voicestream.wire.speak import Done, ReplyError
 

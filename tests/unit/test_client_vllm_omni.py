@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     Cancelled,

@@ -12,7 +12,7 @@ import pytest
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
 from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices
 from voicestream.integrations.stream_metrics import StreamClock, percentile
-from voicestream.kokoro_client import SpeechSession, Transport, VllmOmniSession
+from voicestream.speech import SpeechSession, Transport, VllmOmniSession
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import SessionConfig
 

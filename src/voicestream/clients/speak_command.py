@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
 from voicestream.clients.audio_out import AudioSink
-from voicestream.kokoro_client import BidiSession
 from voicestream.speak.run import SessionFactory, SpeakOptions, run_bidi
 from voicestream.speak.sources import TextSource
+from voicestream.speech import BidiSession
 from voicestream.wire.errors import CodedError
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio
 

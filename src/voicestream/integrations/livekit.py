@@ -38,7 +38,7 @@ from livekit.agents import (
 from livekit.agents.types import TimedString
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     ErrorMessage,

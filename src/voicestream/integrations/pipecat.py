@@ -48,7 +48,7 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     Cancelled,

@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     ErrorMessage,
@@ -23,7 +23,7 @@ from voicestream.kokoro_client import (
     SpeechSession,
     Upstream,
 )
-from voicestream.kokoro_client.upstream import session_for
+from voicestream.speech.upstream import session_for
 from voicestream.wire.bidi import PCM_SAMPLE_WIDTH, SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from voicestream.env import ConfigError, Env
-from voicestream.kokoro_client import UPSTREAMS, BidiSession, Upstream, VllmOmniSession
-from voicestream.kokoro_client.vllm_omni import refused_options
+from voicestream.speech import UPSTREAMS, BidiSession, Upstream, VllmOmniSession
+from voicestream.speech.vllm_omni import refused_options
 from voicestream.wire.bidi import AudioFormat
 from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_DEFAULT_VOICE
 from voicestream.wire.vllm_omni import SessionConfig, SplitGranularity, TaskType, VllmOmniError

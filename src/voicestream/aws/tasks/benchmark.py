@@ -28,7 +28,7 @@ import httpx
 
 from voicestream.aws.sigv4 import SigningError, caller_credentials, signed_headers
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     SPEECH_MODELS,
     BidiSession,
     RequestCompleted,

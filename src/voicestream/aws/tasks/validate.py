@@ -34,7 +34,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     SPEECH_MODELS,
     Audio,
     BidiSession,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     ErrorMessage,

@@ -73,7 +73,7 @@ from .errors import (
 )
 from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
 from .inbox import Inbox
-from .session import SessionState
+from .kokoro import SessionState
 from .transport import Payload, Transport
 
 logger = logging.getLogger(__name__)

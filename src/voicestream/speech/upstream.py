@@ -11,10 +11,10 @@ from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.vllm_omni import SessionConfig
 
+from .base import UPSTREAMS, SpeechSession, Upstream
 from .errors import ConnectionLostError
 from .events import Audio, Cancelled, ErrorMessage, RequestCompleted, RequestTimings, SynthesisStart
-from .session import BidiSession, RequestFailedError
-from .speech import UPSTREAMS, SpeechSession, Upstream
+from .kokoro import BidiSession, RequestFailedError
 from .vllm_omni import VllmOmniSession
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .base import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
 from .errors import (
     ConnectionLostError,
     ProtocolViolationError,
@@ -37,8 +38,7 @@ from .events import (
     SynthesisStart,
     Words,
 )
-from .session import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
-from .speech import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
+from .kokoro import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
 from .transport import FrameMode, Payload, Transport
 from .vllm_omni import VllmOmniSession
 from .websocket import WebSocketTransport, bidi_url, route_url
