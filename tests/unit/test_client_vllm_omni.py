@@ -341,6 +341,18 @@ async def test_close_ends_the_events_with_session_closed() -> None:
     assert [m["type"] for m in sent(server)] == ["session.config", "session.close"]
 
 
+async def test_is_open_follows_the_shared_lifecycle() -> None:
+    # `is_open` comes from SessionLifecycle, so LiveKit's session pool can reuse this session too.
+    session = session_over(ScriptedTransport())
+    assert not session.is_open
+    await session.connect()
+    assert session.is_open
+    await session.close()
+    assert not session.is_open
+    with pytest.raises(SessionClosedError):
+        await session.connect()
+
+
 def test_the_session_streams_pcm_only() -> None:
     with pytest.raises(ValueError, match="streams PCM"):
         VllmOmniSession(ScriptedTransport, SessionConfig(stream_audio=False, response_format="wav"))

@@ -38,7 +38,8 @@ from .events import (
     SynthesisStart,
     Words,
 )
-from .kokoro import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
+from .kokoro import BidiSession, RequestFailedError, SynthesisResult, encode_client_message
+from .lifecycle import SessionLifecycle, SessionState
 from .transport import FrameMode, Payload, Transport
 from .vllm_omni import VllmOmniSession
 from .websocket import WebSocketTransport, bidi_url, route_url
@@ -79,6 +80,7 @@ __all__ = [
     "SessionClosedError",
     "SessionConnectError",
     "SessionError",
+    "SessionLifecycle",
     "SessionState",
     "SessionTimeoutError",
     "SpeechModel",
