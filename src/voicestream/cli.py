@@ -53,7 +53,7 @@ def _say_remote(args: argparse.Namespace) -> int:
     import wave
 
     from voicestream.env import aws_region
-    from voicestream.speech.upstream import session_for, speak_text
+    from voicestream.speech.upstream import UpstreamSettings, open_session, speak_text
     from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
     from voicestream.wire.vllm_omni import SessionConfig
 
@@ -63,7 +63,16 @@ def _say_remote(args: argparse.Namespace) -> int:
             voice=args.voice or VLLM_OMNI_VOICE, language=args.language, instructions=args.instructions
         )
     region = args.region or (aws_region() if args.endpoint else None)
-    session = session_for(args.upstream, url=args.url, endpoint=args.endpoint, region=region, vllm_omni=vllm_omni)
+    session = open_session(
+        UpstreamSettings(
+            args.upstream,
+            url=args.url,
+            endpoint=args.endpoint,
+            region=region,
+            vllm_omni=vllm_omni,
+            silence_timeout=60.0,
+        )
+    )
     speed = None if args.speed == 1.0 else args.speed
     speech = asyncio.run(speak_text(session, args.text, voice=args.voice, speed=speed))
     args.out.parent.mkdir(parents=True, exist_ok=True)

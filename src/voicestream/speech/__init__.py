@@ -41,6 +41,7 @@ from .events import (
 from .kokoro import BidiSession, RequestFailedError, SynthesisResult, encode_client_message
 from .lifecycle import SessionLifecycle, SessionState
 from .transport import FrameMode, Payload, Transport
+from .upstream import UpstreamSettings, open_session
 from .vllm_omni import VllmOmniSession
 from .websocket import WebSocketTransport, bidi_url, route_url
 
@@ -90,10 +91,12 @@ __all__ = [
     "SynthesisStart",
     "Transport",
     "Upstream",
+    "UpstreamSettings",
     "VllmOmniSession",
     "WebSocketTransport",
     "Words",
     "bidi_url",
     "encode_client_message",
+    "open_session",
     "route_url",
 ]

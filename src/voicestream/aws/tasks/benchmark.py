@@ -30,12 +30,13 @@ from voicestream.aws.sigv4 import SigningError, caller_credentials, signed_heade
 from voicestream.chunker import split_sentences
 from voicestream.speech import (
     SPEECH_MODELS,
-    BidiSession,
+    UPSTREAM_OF,
     RequestCompleted,
     SessionError,
     SpeechModel,
     SpeechSession,
-    VllmOmniSession,
+    UpstreamSettings,
+    open_session,
 )
 from voicestream.texts import paragraph
 from voicestream.wire.errors import CodedError, ErrorMessage
@@ -108,18 +109,14 @@ class Benchmarker:
 
     def _session(self, settings: BenchmarkSettings) -> SpeechSession:
         """A session in the endpoint's protocol: Kokoro's bidi route or vLLM-Omni's speech stream."""
-        if settings.speech_model == "qwen3-tts":
-            return VllmOmniSession.sagemaker(
-                settings.endpoint_name,
-                settings.region,
-                http_client_factory=self.http_client_factory,
+        return open_session(
+            UpstreamSettings(
+                UPSTREAM_OF[settings.speech_model],
+                endpoint=settings.endpoint_name,
+                region=settings.region,
                 silence_timeout=settings.silence_timeout_s,
+                http_client_factory=self.http_client_factory,
             )
-        options: dict[str, Any] = {}
-        if self.http_client_factory is not None:
-            options["http_client"] = self.http_client_factory()
-        return BidiSession.sagemaker(
-            settings.endpoint_name, settings.region, silence_timeout=settings.silence_timeout_s, **options
         )
 
     async def _speak_on_session(self, settings: BenchmarkSettings, pieces: Sequence[str]) -> dict[str, Any]:
