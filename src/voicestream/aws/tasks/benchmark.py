@@ -38,12 +38,11 @@ from voicestream.speech import (
     UpstreamSettings,
     open_session,
 )
+from voicestream.stats import Summary, ratio, summarize
 from voicestream.texts import paragraph
 from voicestream.wire.errors import CodedError, ErrorMessage
 from voicestream.wire.framing import FrameError
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio, SpeakStreamDecoder
-
-from .stats import Summary, ratio, summarize
 
 Mode = Literal["bidi", "batch"]
 
