@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from voicestream.wire.bidi import encode_client_message
+
 from .base import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
 from .errors import (
     ConnectionLostError,
@@ -38,7 +40,7 @@ from .events import (
     SynthesisStart,
     Words,
 )
-from .kokoro import BidiSession, RequestFailedError, SynthesisResult, encode_client_message
+from .kokoro import BidiSession, RequestFailedError, SynthesisResult
 from .lifecycle import SessionLifecycle, SessionState
 from .transport import FrameMode, Payload, Transport
 from .upstream import UpstreamSettings, open_session

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicestream.wire.bidi import (
@@ -35,6 +34,7 @@ from voicestream.wire.bidi import (
     SynthesisStart,
     Synthesize,
     Words,
+    encode_client_message,
     parse_server_message,
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, ProtocolError
@@ -61,16 +61,6 @@ REFUSAL_CODES = frozenset({ErrorCode.SERVER_BUSY, ErrorCode.NOT_READY})
 
 _Item = tuple[float, Payload | SessionError | None]
 """What the reader hands the consumer: when it arrived, and a message, a failure or the end (None)."""
-
-
-def encode_client_message(message: ClientMessage) -> str:
-    """The JSON text of a client message: `type` first, unset (None) fields omitted."""
-    body: dict[str, Any] = {"type": message.type}
-    for spec in fields(message):
-        value = getattr(message, spec.name)
-        if value is not None:
-            body[spec.name] = value
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 class RequestFailedError(CodedError):
