@@ -147,9 +147,10 @@ chromium:
 	@scripts/ensure-debian-packages chromium=chromium
 
 # Gradio streams audio output through ffmpeg (AAC segments): the Gradio client and its tests need it.
+# sox: the standard G.711 decoder the telephony tests check the server's mu-law and A-law against.
 .PHONY: ffmpeg
 ffmpeg:
-	@scripts/ensure-debian-packages ffmpeg=ffmpeg
+	@scripts/ensure-debian-packages ffmpeg=ffmpeg sox=sox
 
 BROWSER_DEPS := tests/browser/node_modules/.stamp
 $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | npm
@@ -157,7 +158,8 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 	touch $@
 
 .PHONY: test-integration
-# venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed audio.
+# venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed
+# audio (and sox, the telephony tests' G.711 decoder).
 test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
 	$(PYTEST) tests/integration tests/statemachines tests/browser
 

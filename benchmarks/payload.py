@@ -10,10 +10,14 @@ encoding, WebSocket framing, SSE text and base64 included. Cells:
 - the bidi session (WebSocket binary frames, with its control frames), for PCM, WAV, MP3;
 - POST /speak (the speak function, replay source at 1000 tokens/s): binary frames vs SSE,
   for PCM and MP3 (the anchor's SSE path carried base64: it measured +33%, MP3 at 49.5 kbps).
+- rates: every format (pcm, wav, mp3, mulaw, alaw) at every output rate (8 to 48 kHz): the
+  bytes per second of audio that POST /invocations (binary) really sends, and the CPU the
+  server spends turning Kokoro's 24 kHz into it (the stateful resampler and the encoder, timed
+  on this thread's CPU clock over the same audio cut in 40 ms chunks; median of --repeats).
 
 The model is deterministic, so the bytes do not vary between repeats: one run per cell.
 
-    .venv/bin/python benchmarks/payload.py [--url http://host:port]
+    .venv/bin/python benchmarks/payload.py [--url http://host:port] [--rates-only]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import numpy as np
 
 from common import (
     PCM_BYTES_PER_S,
@@ -42,12 +48,14 @@ from common import (
 )
 from voicestream import env
 from voicestream.chunker import split_sentences
+from voicestream.engine.encoders import create_encoder
+from voicestream.engine.resample import StreamResampler
 from voicestream.speak.app import create_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.speech import bidi_url
 from voicestream.speech.invocations import invoke
 from voicestream.texts import paragraph
-from voicestream.wire.bidi import AudioFormat
+from voicestream.wire.bidi import FORMATS, SAMPLE_RATE, SAMPLE_RATES, AudioFormat
 from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder
 
 
@@ -204,6 +212,52 @@ async def measure(server: LocalServer, speak_url: str) -> list[dict[str, Any]]:
     return rows
 
 
+CPU_CHUNK_S = 0.04  # the chunks the CPU cells feed the resampler and encoder
+
+
+def delivery_cpu_s(audio: np.ndarray, fmt: str, rate: int, mp3_bitrate_kbps: int) -> float:
+    """CPU seconds (this thread's clock) to resample `audio` (24 kHz float) to `rate` and encode
+    it as `fmt`, as the server does for one request: one resampler and one encoder, chunk by chunk."""
+    step = int(CPU_CHUNK_S * SAMPLE_RATE)
+    started = time.thread_time()
+    resampler = StreamResampler(SAMPLE_RATE, rate)
+    encoder = create_encoder(fmt, rate, mp3_bitrate_kbps=mp3_bitrate_kbps)
+    for start in range(0, len(audio), step):
+        encoder.encode(resampler.push(audio[start : start + step]))
+    encoder.encode(resampler.finish())
+    encoder.finish()
+    return time.thread_time() - started
+
+
+async def rate_rows(server: LocalServer, repeats: int) -> list[dict[str, Any]]:
+    """Per format and rate: wire bytes per audio second (POST /invocations, binary) and CPU ms
+    per audio second of delivering it."""
+    reference = await invoke(server.http_url, sample_text(), format="pcm")
+    audio = np.frombuffer(reference.audio, dtype="<i2").astype(np.float32) / 32768.0
+    audio_s = len(audio) / SAMPLE_RATE
+    bitrate = env.limits().mp3_bitrate_kbps
+    rows: list[dict[str, Any]] = []
+    for fmt in FORMATS:
+        for rate in SAMPLE_RATES:
+            proxy = CountingProxy(server.http_url)
+            async with proxy.running() as url:
+                result = await invoke(url, sample_text(), format=fmt, sample_rate=rate)  # type: ignore[arg-type]
+            assert (result.format, result.sample_rate) == (fmt, rate), (result.format, result.sample_rate)
+            cpu = [delivery_cpu_s(audio, fmt, rate, bitrate) for _ in range(max(1, repeats))]
+            rows.append(
+                {
+                    "format": fmt,
+                    "sample_rate": rate,
+                    "audio_bytes_per_s": round(len(result.audio) / audio_s),
+                    "wire_bytes_per_s": round(proxy.counts.down / audio_s),
+                    "wire_kbps": round(proxy.counts.down * 8 / audio_s / 1000, 1),
+                    "cpu_ms_per_audio_s": round(statistics.median(cpu) / audio_s * 1000, 3),
+                }
+            )
+        print(f"  rates, {fmt}: done")
+    return rows
+
+
 def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def wire(path: str, fmt: str, framing: str) -> int:
         cell = (path, fmt, framing)
@@ -222,7 +276,13 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "payload.json", repeats=1)
+    parser.add_argument(
+        "--rates-only", action="store_true", help="only the format x rate cells (into payload_rates.json)"
+    )
     args: argparse.Namespace = parser.parse_args()
+    if args.rates_only:
+        rates_only(args)
+        return
     with kokoro_server(args.url, args.threads) as server:
         config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
         with (
@@ -230,6 +290,7 @@ def main() -> None:
             serve_url(create_app(config, log_stream=quiet, metrics=False), "speak") as speak,
         ):
             rows = asyncio.run(measure(server, speak))
+        rates = asyncio.run(rate_rows(server, max(args.repeats, 5)))
         report = header(
             "payload",
             args,
@@ -237,6 +298,7 @@ def main() -> None:
             text=sample_text(),
             mp3_bitrate_kbps=env.limits().mp3_bitrate_kbps,
             rows=rows,
+            rates=rates,
             **analyse(rows),
         )
     write_json(args.out, report)
@@ -248,6 +310,25 @@ def main() -> None:
         )
     for item in report["sse_vs_binary"]:
         print(item)
+    print_rates(rates)
+
+
+def rates_only(args: argparse.Namespace) -> None:
+    out = args.out if args.out.name != "payload.json" else args.out.with_name("payload_rates.json")
+    with kokoro_server(args.url, args.threads) as server:
+        rates = asyncio.run(rate_rows(server, max(args.repeats, 5)))
+        report = header("payload_rates", args, server, text=sample_text(), cpu_chunk_s=CPU_CHUNK_S, rates=rates)
+    write_json(out, report)
+    print_rates(rates)
+
+
+def print_rates(rates: list[dict[str, Any]]) -> None:
+    print(f"{'format':<6} {'rate':>6} {'audio B/s':>10} {'wire B/s':>9} {'CPU ms/s':>9}")
+    for r in rates:
+        print(
+            f"{r['format']:<6} {r['sample_rate']:>6} {r['audio_bytes_per_s']:>10} {r['wire_bytes_per_s']:>9}"
+            f" {r['cpu_ms_per_audio_s']:>9}"
+        )
 
 
 if __name__ == "__main__":

@@ -91,10 +91,10 @@ _SENTENCE_OPENERS: Final = frozenset({
 
 
 # The fast first clause's default: the first piece may end at a clause mark once it holds this
-# many words. Chosen by benchmarks/first_clause.py over 32 agent replies (3 vs 4 vs none): 3 cut
-# 12 replies (4 cut 9), first audio median 783 ms vs 784 ms (4) and 919 ms (none), WER 2.7% vs
-# 2.8% and 2.9%; the openers only 3 catches ("Thanks for holding,", "Just to confirm,") are
-# what agents say first.
+# many words. Chosen by benchmarks/first_clause.py over 32 agent replies (3 vs 4 vs none: its
+# JSON and benchmarks/REPORT.md have the numbers): 3 cuts more replies sooner at the same WER,
+# and the openers only 3 catches ("Thanks for holding,", "Just to confirm,") are what agents say
+# first.
 FIRST_CLAUSE_MIN_WORDS: Final = 3
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from voicestream.env import BACKENDS
-from voicestream.wire.bidi import DEFAULT_VOICE
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATES, default_sample_rate
 from voicestream.wire.errors import CodedError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -36,24 +36,51 @@ def _say(args: argparse.Namespace) -> int:
         return _say_remote(args)
     if args.url or args.endpoint:
         raise CodedError("--url and --endpoint need --upstream kokoro or vllm-omni", code="invalid_arguments")
+    import numpy as np
+
     from voicestream.engine import load_engine
-    from voicestream.engine.encoders import write_wav
+    from voicestream.engine.encoders import create_encoder
     from voicestream.engine.offline import synthesize_timed
+    from voicestream.engine.resample import StreamResampler
+    from voicestream.wire.bidi import SAMPLE_RATE
 
     engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)
     result = synthesize_timed(engine, [args.text], voice=args.voice or DEFAULT_VOICE, speed=args.speed)
-    write_wav(args.out, result.audio)
+    rate = _say_rate(args)
+    resampler = StreamResampler(SAMPLE_RATE, rate)
+    audio = np.concatenate([resampler.push(result.audio), resampler.finish()])
+    encoder = create_encoder("pcm" if args.format == "wav" else args.format, rate)
+    _write_said(args.out, args.format, encoder.encode(audio) + encoder.finish(), rate)
     print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
     return 0
+
+
+def _say_rate(args: argparse.Namespace) -> int:
+    return args.sample_rate or default_sample_rate(args.format)
+
+
+def _write_said(path: Path, audio_format: str, audio: bytes, sample_rate: int) -> None:
+    """`say`'s file: a 16-bit WAV, or the raw G.711 codes (mulaw, alaw) with no header."""
+    import wave
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if audio_format != "wav":
+        path.write_bytes(audio)
+        return
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        wav.writeframes(audio)
 
 
 def _say_remote(args: argparse.Namespace) -> int:
     """`say` through a speech server (Kokoro or vLLM-Omni), by URL or SageMaker endpoint."""
     import asyncio
-    import wave
 
     from voicestream.env import aws_region
     from voicestream.speech.upstream import UpstreamSettings, open_session, speak_text
+    from voicestream.wire.bidi import AudioFormat
     from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
     from voicestream.wire.vllm_omni import SessionConfig
 
@@ -74,13 +101,11 @@ def _say_remote(args: argparse.Namespace) -> int:
         )
     )
     speed = None if args.speed == 1.0 else args.speed
-    speech = asyncio.run(speak_text(session, args.text, voice=args.voice, speed=speed))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(args.out), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(speech.sample_rate)
-        wav.writeframes(speech.audio)
+    wire_format: AudioFormat = "pcm" if args.format == "wav" else args.format
+    speech = asyncio.run(
+        speak_text(session, args.text, voice=args.voice, speed=speed, format=wire_format, sample_rate=args.sample_rate)
+    )
+    _write_said(args.out, args.format, speech.audio, speech.sample_rate)
     first, total = speech.timings.first_audio_s or 0.0, speech.timings.total_s or 0.0
     print(
         f"{args.out}: {speech.audio_s:.2f} s of audio from {session.description}; "
@@ -147,8 +172,11 @@ def _speak(args: argparse.Namespace) -> int:
     _quiet_library_logs()
     source: TextSource = StdinSource(sys.stdin.buffer) if args.text in (None, "-") else GivenText(args.text)
     open_session = session_factory(args.url, args.endpoint, args.region or _region())
-    sink = open_sink(args.out, args.play, args.player)
-    options = SpeakOptions(voice=args.voice, speed=args.speed, max_duration_s=args.max_duration)
+    rate = args.sample_rate or default_sample_rate(args.format)
+    sink = open_sink(args.out, args.play, args.player, audio_format=args.format, sample_rate=rate)
+    options = SpeakOptions(
+        voice=args.voice, speed=args.speed, format=args.format, sample_rate=rate, max_duration_s=args.max_duration
+    )
     try:
         return asyncio.run(speak(source, open_session, options, sink, sys.stderr))
     finally:
@@ -242,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--model-dir", type=Path, default=None, help="model files (default: cache)")
         sub.add_argument("--threads", type=int, default=None, help="inference threads")
 
+    def rate_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--sample-rate",
+            type=int,
+            choices=SAMPLE_RATES,
+            default=None,
+            metavar="HZ",
+            help=f"the audio's rate, one of {', '.join(map(str, SAMPLE_RATES))} (default: 8000 for mulaw/alaw, "
+            "else 24000, Kokoro's own)",
+        )
+
     models = commands.add_parser("models", help="fetch or verify the model weights and voices")
     models.add_argument("action", choices=("fetch", "verify"))
     models.add_argument("--model-dir", type=Path, default=None)
@@ -266,6 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--voice", default=None, help=f"default: {DEFAULT_VOICE} (local), the server's (kokoro), vivian (vllm-omni)"
     )
     say.add_argument("--speed", type=float, default=1.0)
+    say.add_argument(
+        "--format",
+        choices=("wav", "mulaw", "alaw"),
+        default="wav",
+        help="wav: a 16-bit WAV file (default); mulaw, alaw: raw G.711 codes, no header (telephony)",
+    )
+    rate_option(say)
     say.add_argument(
         "--upstream",
         choices=("local", "kokoro", "vllm-omni"),
@@ -322,6 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
     speak_cmd.add_argument("--region", default=None, help="the endpoint's region (default: AWS_REGION)")
     speak_cmd.add_argument("--speed", type=float, default=None, help="0.5 to 2.0")
     speak_cmd.add_argument("--max-duration", type=float, default=600.0, help="seconds the whole reply may take")
+    speak_cmd.add_argument(
+        "--format",
+        choices=("pcm", "mulaw", "alaw"),
+        default="pcm",
+        help="pcm: 16-bit (a .wav --out, raw on stdout, or --play; default); mulaw, alaw: raw G.711 codes (--out only)",
+    )
+    rate_option(speak_cmd)
     audio_options(speak_cmd)
     speak_cmd.set_defaults(handler=_speak)
 

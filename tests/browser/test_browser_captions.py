@@ -1,7 +1,9 @@
 """Live captions in a real headless Chromium: the page shows the words the server timed and
 highlights the one being heard as the AudioWorklet plays; at Stop it knows which words were
 heard. The local stack runs the tone engine, which times words (15 ms per character) like a
-duration predictor; the real ONNX engine does not time words yet. Waits are for states."""
+duration predictor, so every word's time is known to the test; the ONNX engine's own word
+timings are tested against the model in tests/integration/test_engine_word_timings.py. Waits
+are for states."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def test_models_and_voices(client: openai.OpenAI, kokoro_server: LiveServer) -> 
 
 
 def test_words_come_in_sse_before_the_audio_they_cover() -> None:
-    engine = ToneEngine(ms_per_char=20, words=True)  # the ONNX engine does not time words (yet)
+    engine = ToneEngine(ms_per_char=20, words=True)  # words at times the test can compute
     text = "Words are timed before their audio."
     with start_server(create_app(engine, Limits())) as server:
         body = {"model": "kokoro", "voice": "af_heart", "input": text, "response_format": "pcm"}

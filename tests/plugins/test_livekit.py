@@ -31,11 +31,10 @@ def pieces_of(text: str) -> list[str]:
     return pieces + ([rest] if rest else [])
 
 
-async def server_audio(url: str, pieces: list[str]) -> bytes:
+async def server_audio(url: str, pieces: list[str], sample_rate: int = 24_000) -> bytes:
     async with httpx.AsyncClient(timeout=120) as client:
-        return b"".join(
-            [(await client.post(f"{url}/invocations", json={"text": p, "format": "pcm"})).content for p in pieces]
-        )
+        body = {"format": "pcm", "sample_rate": sample_rate}
+        return b"".join([(await client.post(f"{url}/invocations", json={"text": p, **body})).content for p in pieces])
 
 
 def pcm(events: list[lk_tts.SynthesizedAudio]) -> bytes:
@@ -61,6 +60,18 @@ async def test_synthesize_is_the_servers_audio(kokoro_url: str) -> None:
     assert events and all(e.frame.sample_rate == 24_000 and e.frame.num_channels == 1 for e in events)
     assert_same_audio(pcm(events), await server_audio(kokoro_url, [text]))
     assert metrics and metrics[0].ttfb > 0 and metrics[0].audio_duration > 1.0 and not metrics[0].streamed
+
+
+async def test_a_telephony_rate_is_asked_of_the_server(kokoro_url: str) -> None:
+    """TTS(sample_rate=8000) (a SIP room): the server delivers 8 kHz, nothing is resampled here."""
+    text = "The museum opens at ten. Tickets cost eighteen euros."
+    engine = TTS(url=kokoro_url, sample_rate=8000)
+    assert engine.sample_rate == 8000
+    async with asyncio.timeout(BOUND_S):
+        events = [event async for event in engine.synthesize(text)]
+        await engine.aclose()
+    assert events and all(e.frame.sample_rate == 8000 for e in events)
+    assert_same_audio(pcm(events), await server_audio(kokoro_url, [text], sample_rate=8000))
 
 
 async def test_stream_speaks_the_chunkers_pieces_on_one_session(kokoro_url: str) -> None:
@@ -132,3 +143,8 @@ def test_exactly_one_destination() -> None:
         TTS()
     with pytest.raises(ValueError, match="region"):
         TTS(endpoint_name="kokoro")
+
+
+def test_a_rate_the_server_does_not_offer_is_refused() -> None:
+    with pytest.raises(ValueError, match="sample_rate must be one of"):
+        TTS(url="ws://127.0.0.1:1", sample_rate=11025)

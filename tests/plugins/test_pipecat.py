@@ -88,12 +88,12 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def pipeline(url: str) -> AsyncIterator[Running]:
+async def pipeline(url: str, out_rate: int = 24_000) -> AsyncIterator[Running]:
     tts = VoicestreamTTSService(url=url, voice="af_heart")
     sink = Collector()
     worker = PipelineWorker(
         Pipeline([tts, sink]),
-        params=PipelineParams(enable_metrics=True, audio_out_sample_rate=24_000),
+        params=PipelineParams(enable_metrics=True, audio_out_sample_rate=out_rate),
         cancel_on_idle_timeout=False,
     )
     started = asyncio.Event()
@@ -154,6 +154,23 @@ async def test_a_reply_is_spoken_in_order_as_the_chunker_cut_it(kokoro_url: str)
     # Pipecat reports a zero TTFB at start; the reply's own is the time to its first audio.
     assert [data.model for data in ttfb if data.value > 0] == ["kokoro-82m"]
     assert session is not None
+
+
+async def test_a_telephony_pipeline_gets_the_servers_8khz_audio_as_it_is(kokoro_url: str) -> None:
+    """At 8 kHz (Pipecat's telephony serializers' rate) the plugin asks the server for 8 kHz and
+    passes its audio on untouched: exactly what the server makes at that rate, no resampling here."""
+    text = "Your table is booked for eight tonight. We look forward to seeing you."
+    async with pipeline(kokoro_url, out_rate=8000) as running:
+        await running.say(text)
+        await running.sink.until(lambda: bool(running.sink.of(TTSStoppedFrame)), "the reply ended")
+    frames = running.sink.of(TTSAudioRawFrame)
+    assert frames and all(frame.sample_rate == 8000 for frame in frames)
+    expected = b""
+    async with httpx.AsyncClient(timeout=120) as client:
+        for piece in pieces_of(text):
+            body = {"text": piece, "format": "pcm", "sample_rate": 8000}
+            expected += (await client.post(f"{kokoro_url}/invocations", json=body)).content
+    assert b"".join(frame.audio for frame in frames) == expected
 
 
 async def test_words_arrive_as_text_frames_in_step_with_the_audio(tone_url: str) -> None:

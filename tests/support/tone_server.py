@@ -1,6 +1,6 @@
 """`python -m tests.support.tone_server PORT`: the real Kokoro server app around the tone engine
-with word timings, on 127.0.0.1:PORT (the plugin tests' word-timing server: the ONNX engine
-does not time words yet)."""
+with word timings, on 127.0.0.1:PORT (the plugin tests' word-timing server: words timed by a
+rule the test knows, where the ONNX engine's come from its duration predictor)."""
 
 from __future__ import annotations
 

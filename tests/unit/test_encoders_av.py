@@ -59,5 +59,5 @@ def test_framer_sizes_frames_from_the_nominal_bitrate() -> None:
 
 
 def test_unknown_format_is_refused_with_the_list() -> None:
-    with pytest.raises(ValueError, match="pcm, wav, mp3, opus, aac, flac"):
+    with pytest.raises(ValueError, match="pcm, wav, mp3, mulaw, alaw, opus, aac, flac"):
         create_encoder("ogg")

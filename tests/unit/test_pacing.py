@@ -10,22 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.clocks import ManualClock
 from voicestream.engine.onnx import OnnxEngine
 from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
 from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
 
 FRAME_S = 0.025
 PLAN = WindowPlan(first=12, growth=2.0, largest=144, context=12, carried_context=8)
-
-
-class Clock:
-    """Time that moves only when the test says so."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_a_fast_engine_keeps_the_schedule() -> None:
@@ -61,21 +52,21 @@ def test_the_decode_speed_follows_recent_runs() -> None:
 
 
 def test_the_listener_plays_each_window_after_the_one_before_or_when_it_arrives() -> None:
-    clock = Clock()
+    clock = ManualClock()
     pace = Pace(DecodeSpeed(), FRAME_S, now=clock)
     assert pace.ahead_s() == 0.0
     pace.produced(12)  # 300 ms
-    clock.t += 0.1
+    clock.now += 0.1
     pace.produced(24)  # queued behind the first: 200 + 600 ms
     assert pace.ahead_s() == pytest.approx(0.8)
-    clock.t += 2.0  # the listener ran dry 1.2 s ago
+    clock.now += 2.0  # the listener ran dry 1.2 s ago
     assert pace.ahead_s() == 0.0
     pace.produced(4)
     assert pace.ahead_s() == pytest.approx(0.1)
 
 
 def test_nothing_is_paced_before_the_speed_is_known_or_a_listener_waits_or_when_behind() -> None:
-    clock = Clock()
+    clock = ManualClock()
     unmeasured = Pace(DecodeSpeed(), FRAME_S, ahead_s=0.5, now=clock)
     assert unmeasured.limit(PLAN)(96) == 96
     nothing_played = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
@@ -88,14 +79,14 @@ def test_nothing_is_paced_before_the_speed_is_known_or_a_listener_waits_or_when_
 def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
     """A gap during the call means windows waited for workers busy with other sessions: smaller
     windows would only add work."""
-    clock = Clock()
+    clock = ManualClock()
     pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the first cut lands on 12
     limit = pace.limit(PLAN)
     pace.produced(12)
-    clock.t += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
+    clock.now += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
     pace.produced(12)
     assert not pace.ran_dry and limit(48) < 48
-    clock.t += 0.3 + 2 * FRAME_S
+    clock.now += 0.3 + 2 * FRAME_S
     pace.produced(12)
     assert pace.ran_dry
     # 300 ms ahead would cut to 12 again; the schedule instead, regrowing from the last cut
@@ -105,7 +96,7 @@ def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
 def paced_run(margin: float) -> tuple[list[int], list[float]]:
     """A 400-frame sentence paced on an engine at 9 ms per span frame (16 of them context): each
     core's size, and the audio the listener had left when each later window was decoded."""
-    clock = Clock()
+    clock = ManualClock()
     pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
     sizes, spare = [], []
     for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
@@ -113,7 +104,7 @@ def paced_run(margin: float) -> tuple[list[int], list[float]]:
         decoding = (end - start + 16) * 0.009
         if len(sizes) > 1:
             spare.append(pace.ahead_s() - decoding)
-        clock.t += decoding
+        clock.now += decoding
         pace.produced(end - start)
     return sizes, spare
 
@@ -155,7 +146,7 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
 
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
-    clock = Clock()
+    clock = ManualClock()
     pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)
     pace.produced(12)
     limit = pace.limit(PLAN)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Callable
 
 import pytest
 from starlette.testclient import TestClient
 
+from tests.support.clocks import TickingClock
 from tests.support.fakes import ToneEngine
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.logs import capture_json_logs
@@ -21,23 +21,10 @@ from voicestream.wire.bidi import SAMPLE_RATE, Limits
 CHUNK_MS = 100
 
 
-def clock_advancing(step_s: float) -> Callable[[], float]:
-    """A clock that moves `step_s` forward each time it is read: one chunk's compute takes
-    `step_s` between the two reads around it."""
-    now = 0.0
-
-    def read() -> float:
-        nonlocal now
-        now += step_s
-        return now
-
-    return read
-
-
 def test_the_speed_check_divides_compute_by_audio() -> None:
     engine = ToneEngine(chunk_ms=CHUNK_MS)
     engine.load()
-    check = check_speed(engine, SPEED_CHECK_TEXT, clock_advancing(0.01))
+    check = check_speed(engine, SPEED_CHECK_TEXT, TickingClock(0.01))
     chunks = -(-engine.samples_for(SPEED_CHECK_TEXT) // engine.chunk_samples)
     # Two reads per chunk and two for the end of the stream: 0.01 s between each pair.
     assert check.compute_s == pytest.approx((chunks + 1) * 0.01)
@@ -47,7 +34,7 @@ def test_the_speed_check_divides_compute_by_audio() -> None:
 
 
 async def started_with(step_s: float) -> tuple[ServerRuntime, list[dict[str, object]]]:
-    runtime = ServerRuntime(ToneEngine(chunk_ms=CHUNK_MS), Limits(), warm_up_text="Hi.", clock=clock_advancing(step_s))
+    runtime = ServerRuntime(ToneEngine(chunk_ms=CHUNK_MS), Limits(), warm_up_text="Hi.", clock=TickingClock(step_s))
     stream = io.StringIO()
     handler = capture_json_logs(stream)
     try:

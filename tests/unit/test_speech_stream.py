@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.clocks import ManualClock
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
 from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices
 from voicestream.integrations.stream_metrics import StreamClock
@@ -19,16 +20,8 @@ from voicestream.wire.vllm_omni import SessionConfig
 PCM = b"\x01\x00" * 2400  # 100 ms
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_metrics_of_a_run_by_hand() -> None:
-    clock = Clock()
+    clock = ManualClock()
     run = StreamClock("kokoro", bytes_per_second=48_000, clock=clock)
     run.connected(0.05)
     for at in (100.3, 100.4, 100.6, 100.7):  # gaps 100, 200, 100 ms

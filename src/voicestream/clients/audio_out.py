@@ -1,6 +1,7 @@
-"""Where a client's audio goes as it arrives: a WAV file, raw PCM on stdout, or a player.
+"""Where a client's audio goes as it arrives: a WAV file, raw bytes on stdout or in a file, or a player.
 
-Every sink takes 16-bit mono PCM at 24 kHz piece by piece and never holds more than a piece:
+Every sink takes mono audio piece by piece (16-bit PCM at the sink's rate, 24 kHz unless told;
+raw sinks also take G.711 codes) and never holds more than a piece:
 a WAV file gets a streaming header first and its sizes filled in at the end; a player
 (`aplay`, `ffplay`, `pw-play`: the first on PATH, or one given) reads PCM from its stdin, so
 sound starts with the first piece.
@@ -18,12 +19,18 @@ from typing import BinaryIO, Protocol
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 
-# Players that read raw 16-bit mono PCM at 24 kHz from stdin, in order of preference.
-PLAYERS: tuple[tuple[str, ...], ...] = (
-    ("aplay", "-q", "-t", "raw", "-f", "S16_LE", "-c", "1", "-r", str(SAMPLE_RATE)),
-    ("pw-play", "--format", "s16", "--rate", str(SAMPLE_RATE), "--channels", "1", "-"),
-    ("ffplay", "-nodisp", "-autoexit", "-loglevel", "quiet", "-f", "s16le", "-ar", str(SAMPLE_RATE), "-i", "-"),
-)
+
+def players(sample_rate: int = SAMPLE_RATE) -> tuple[tuple[str, ...], ...]:
+    """Players that read raw 16-bit mono PCM at `sample_rate` from stdin, in order of preference."""
+    rate = str(sample_rate)
+    return (
+        ("aplay", "-q", "-t", "raw", "-f", "S16_LE", "-c", "1", "-r", rate),
+        ("pw-play", "--format", "s16", "--rate", rate, "--channels", "1", "-"),
+        ("ffplay", "-nodisp", "-autoexit", "-loglevel", "quiet", "-f", "s16le", "-ar", rate, "-i", "-"),
+    )
+
+
+PLAYERS: tuple[tuple[str, ...], ...] = players()
 
 
 class AudioOutError(CodedError):
@@ -40,13 +47,13 @@ class AudioSink(Protocol):
 class WavFileSink:
     """A WAV file written as the audio arrives; its RIFF and data sizes are set on close."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sample_rate: int = SAMPLE_RATE) -> None:
         from voicestream.wire.bidi import wav_header
 
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file = path.open("wb")
-        self._file.write(wav_header(SAMPLE_RATE))
+        self._file.write(wav_header(sample_rate))
         self._bytes = 0
 
     def write(self, pcm: bytes) -> None:
@@ -65,24 +72,29 @@ class WavFileSink:
 
 
 class RawSink:
-    """Raw PCM to a byte stream (stdout: pipe it into a player or a file)."""
+    """Raw bytes (PCM or G.711) to a byte stream (stdout: pipe it into a player or a file)."""
 
-    def __init__(self, stream: BinaryIO | None = None) -> None:
+    def __init__(self, stream: BinaryIO | None = None, *, owned: bool = False) -> None:
         self._stream = stream or sys.stdout.buffer
+        self._owned = owned  # a file opened for this sink: closed with it
 
     def write(self, pcm: bytes) -> None:
         self._stream.write(pcm)
         self._stream.flush()
 
     def close(self) -> None:
+        if self._stream.closed:
+            return
         self._stream.flush()
+        if self._owned:
+            self._stream.close()
 
 
 class PlayerSink:
     """A player process reading PCM from its stdin."""
 
-    def __init__(self, command: tuple[str, ...] | None = None) -> None:
-        command = command or find_player()
+    def __init__(self, command: tuple[str, ...] | None = None, sample_rate: int = SAMPLE_RATE) -> None:
+        command = command or find_player(sample_rate)
         self.command = command
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE)
 
@@ -99,8 +111,8 @@ class PlayerSink:
         self._process.wait(timeout=600)
 
 
-def find_player() -> tuple[str, ...]:
-    for command in PLAYERS:
+def find_player(sample_rate: int = SAMPLE_RATE) -> tuple[str, ...]:
+    for command in players(sample_rate):
         if shutil.which(command[0]):
             return command
     names = ", ".join(command[0] for command in PLAYERS)
@@ -122,15 +134,29 @@ class Tee:
             sink.close()
 
 
-def open_sink(out: str | None, play: bool, player: str | None = None) -> AudioSink:
-    """`out`: a .wav path, or "-" for raw PCM on stdout; `play`: also play it."""
+def open_sink(
+    out: str | None,
+    play: bool,
+    player: str | None = None,
+    *,
+    audio_format: str = "pcm",
+    sample_rate: int = SAMPLE_RATE,
+) -> AudioSink:
+    """`out`: a .wav path, or "-" for raw PCM on stdout; `play`: also play it. G.711
+    (`audio_format` mulaw or alaw) is written raw, to the file or stdout, and not played."""
     sinks: list[AudioSink] = []
+    if audio_format != "pcm" and play:
+        raise AudioOutError(f"--play plays 16-bit PCM: {audio_format} can only be written (--out)")
     if out == "-":
         sinks.append(RawSink())
+    elif out and audio_format != "pcm":
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sinks.append(RawSink(path.open("wb"), owned=True))
     elif out:
-        sinks.append(WavFileSink(Path(out)))
+        sinks.append(WavFileSink(Path(out), sample_rate))
     if play:
-        sinks.append(PlayerSink(tuple(player.split()) if player else None))
+        sinks.append(PlayerSink(tuple(player.split()) if player else None, sample_rate))
     if not sinks:
         raise AudioOutError("nowhere to put the audio: give --out FILE.wav, --out - (raw PCM) or --play")
     return Tee(sinks)

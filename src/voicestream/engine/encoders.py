@@ -1,10 +1,14 @@
 """Streaming audio encoders behind one interface, and a fixed-size framer.
 
-Every encoder takes audio as it is synthesized (float32 samples in [-1, 1], or 16-bit
-little-endian PCM bytes) and returns the encoded bytes that can be sent now; `finish()`
-returns whatever the encoder still holds. Concatenating every output gives a valid file.
+Every encoder takes audio at its own `sample_rate` (float32 samples in [-1, 1], or 16-bit
+little-endian PCM bytes; engine/resample.py brings Kokoro's 24 kHz to that rate) and returns
+the encoded bytes that can be sent now; `finish()` returns whatever the encoder still holds.
+Concatenating every output gives a valid file.
 
 - pcm, wav (streaming header): written here, they are just PCM;
+- mulaw, alaw (G.711): FFmpeg's pcm_mulaw / pcm_alaw encoders through PyAV, raw 8-bit codes
+  with no header (what telephony media streams carry); checked against sox's decoder over
+  every code in tests/integration/test_g711.py;
 - mp3: LAME (lameenc), constant bitrate, frames out as they are encoded;
 - opus (in Ogg), aac (ADTS), flac: FFmpeg's encoders and muxers through PyAV, writing into a
   non-seekable sink that is drained after every `encode`. What that makes incremental is
@@ -26,7 +30,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.wire.bidi import DEFAULT_FORMAT, PCM_SAMPLE_WIDTH, SAMPLE_RATE, wav_header
+from voicestream.wire.bidi import (
+    DEFAULT_FORMAT,
+    G711_SAMPLE_RATE,
+    PCM_SAMPLE_WIDTH,
+    SAMPLE_RATE,
+    default_sample_rate,
+    wav_header,
+)
 
 FloatAudio = npt.NDArray[np.float32]
 AudioInput = FloatAudio | bytes
@@ -39,10 +50,22 @@ CONTENT_TYPES: dict[str, str] = {
     "opus": "audio/ogg; codecs=opus",
     "aac": "audio/aac",
     "flac": "audio/flac",
+    # RFC 3551's names for G.711 (audio/basic would imply 8 kHz mu-law only)
+    "mulaw": f"audio/PCMU;rate={G711_SAMPLE_RATE}",
+    "alaw": f"audio/PCMA;rate={G711_SAMPLE_RATE}",
 }
-EncodedFormat = Literal["pcm", "wav", "mp3", "opus", "aac", "flac"]
-"""Every format an encoder exists for (the bidi session offers the first three)."""
-ENCODED_FORMATS: tuple[EncodedFormat, ...] = ("pcm", "wav", "mp3", "opus", "aac", "flac")
+EncodedFormat = Literal["pcm", "wav", "mp3", "mulaw", "alaw", "opus", "aac", "flac"]
+"""Every format an encoder exists for (the bidi session offers the first five)."""
+ENCODED_FORMATS: tuple[EncodedFormat, ...] = ("pcm", "wav", "mp3", "mulaw", "alaw", "opus", "aac", "flac")
+
+
+def content_type(audio_format: str, sample_rate: int) -> str:
+    """The media type of `audio_format` delivered at `sample_rate` (raw formats name the rate)."""
+    if audio_format == "pcm":
+        return f"audio/pcm;rate={sample_rate};channels=1;encoding=s16le"
+    if audio_format in _G711_CODECS:
+        return CONTENT_TYPES[audio_format].split(";")[0] + f";rate={sample_rate}"
+    return CONTENT_TYPES[audio_format]
 
 
 def to_pcm16(audio: AudioInput) -> bytes:
@@ -77,10 +100,10 @@ class PcmEncoder:
     """Raw 16-bit little-endian mono PCM: no header, every byte is audio."""
 
     format = "pcm"
-    content_type = CONTENT_TYPES["pcm"]
 
     def __init__(self, sample_rate: int = SAMPLE_RATE) -> None:
         self.sample_rate = sample_rate
+        self.content_type = content_type(self.format, sample_rate)
 
     @property
     def bytes_per_second(self) -> int:
@@ -97,7 +120,6 @@ class WavEncoder(PcmEncoder):
     """A streaming WAV: the header (sizes unknown) with the first bytes, then raw PCM."""
 
     format = "wav"
-    content_type = CONTENT_TYPES["wav"]
 
     def __init__(self, sample_rate: int = SAMPLE_RATE) -> None:
         super().__init__(sample_rate)
@@ -116,8 +138,46 @@ class WavEncoder(PcmEncoder):
         return self._header()  # a stream with no audio is still a (empty) WAV file
 
 
+_G711_CODECS: dict[str, str] = {"mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}
+
+
+class G711Encoder:
+    """G.711 mu-law or A-law (FFmpeg's encoders via PyAV): one 8-bit code per sample, no header.
+
+    Stateless per sample, so every output byte can go out at once."""
+
+    def __init__(self, audio_format: str, sample_rate: int = G711_SAMPLE_RATE) -> None:
+        import av
+
+        self.format = audio_format
+        self.sample_rate = sample_rate
+        self.content_type = content_type(audio_format, sample_rate)
+        codec: Any = av.CodecContext.create(_G711_CODECS[audio_format], "w")
+        codec.sample_rate = sample_rate
+        codec.layout = "mono"
+        codec.format = "s16"
+        codec.open()
+        self._codec = codec
+        self._frame_type: Any = av.AudioFrame
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self.sample_rate
+
+    def encode(self, audio: AudioInput) -> bytes:
+        pcm = np.frombuffer(to_pcm16(audio), dtype="<i2")
+        if not len(pcm):
+            return b""
+        frame = self._frame_type.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = self.sample_rate
+        return b"".join(bytes(packet) for packet in self._codec.encode(frame))
+
+    def finish(self) -> bytes:
+        return b""
+
+
 class Mp3Encoder:
-    """MP3 via LAME (lameenc): 24 kHz mono, constant bitrate (MPEG-2 Layer III)."""
+    """MP3 via LAME (lameenc): mono, constant bitrate (MPEG-2 Layer III at 24 kHz and below)."""
 
     format = "mp3"
     content_type = CONTENT_TYPES["mp3"]
@@ -228,9 +288,13 @@ class AvEncoder:
 
 
 def create_encoder(
-    audio_format: str = DEFAULT_FORMAT, sample_rate: int = SAMPLE_RATE, mp3_bitrate_kbps: int = 48
+    audio_format: str = DEFAULT_FORMAT, sample_rate: int | None = None, mp3_bitrate_kbps: int = 48
 ) -> AudioEncoder:
-    """A fresh encoder for one stream; raises ValueError for an unknown format."""
+    """A fresh encoder for one stream at `sample_rate` (default: the format's, wire/bidi.py);
+    raises ValueError for an unknown format."""
+    sample_rate = sample_rate or default_sample_rate(audio_format)
+    if audio_format in _G711_CODECS:
+        return G711Encoder(audio_format, sample_rate)
     if audio_format == "pcm":
         return PcmEncoder(sample_rate)
     if audio_format == "wav":

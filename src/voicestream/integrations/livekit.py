@@ -51,7 +51,7 @@ from voicestream.speech import (
     Words,
     open_session,
 )
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, SAMPLE_RATES
 from voicestream.wire.vllm_omni import SessionConfig
 from voicestream.wire.words import WordTiming
 
@@ -134,9 +134,15 @@ class TTS(tts.TTS):
         voice: str | None = None,
         speed: float | None = None,
         first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
+        sample_rate: int = SAMPLE_RATE,
     ) -> None:
         """Exactly one of `url` (a speech server), `endpoint_name` (+ `region`: a SageMaker
-        endpoint, needs voicestream's aws extra) or `session_factory`."""
+        endpoint, needs voicestream's aws extra) or `session_factory`. `sample_rate`: the rate
+        the agent's audio runs at (one of wire.bidi.SAMPLE_RATES; e.g. 8000 or 16000 for a SIP
+        room): the server delivers that rate, resampled once and statefully, so LiveKit has
+        nothing left to resample."""
+        if sample_rate not in SAMPLE_RATES:
+            raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {sample_rate}")
         if sum(bool(x) for x in (url, endpoint_name, session_factory)) != 1:
             raise ValueError("give exactly one of url, endpoint_name or session_factory")
         if endpoint_name and not region:
@@ -151,7 +157,7 @@ class TTS(tts.TTS):
             voice = DEFAULT_VOICE if upstream == "kokoro" else None
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=True),
-            sample_rate=SAMPLE_RATE,
+            sample_rate=sample_rate,
             num_channels=1,
         )
         self.voice = voice
@@ -214,9 +220,11 @@ class ChunkedStream(tts.ChunkedStream):
         session = await owner._pool.acquire()
         outstanding = True
         try:
-            request_id = await session.send(self.input_text, voice=owner.voice, speed=owner.speed, words=True)
+            request_id = await session.send(
+                self.input_text, voice=owner.voice, speed=owner.speed, words=True, sample_rate=owner.sample_rate
+            )
             output_emitter.initialize(
-                request_id=request_id, sample_rate=SAMPLE_RATE, num_channels=1, mime_type=MIME_TYPE
+                request_id=request_id, sample_rate=owner.sample_rate, num_channels=1, mime_type=MIME_TYPE
             )
             timeline = _Timeline()
             async with contextlib.aclosing(session.events()) as events:
@@ -252,7 +260,11 @@ class SynthesizeStream(tts.SynthesizeStream):
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         owner = self._voicestream
         output_emitter.initialize(
-            request_id=utils.shortuuid(), sample_rate=SAMPLE_RATE, num_channels=1, mime_type=MIME_TYPE, stream=True
+            request_id=utils.shortuuid(),
+            sample_rate=owner.sample_rate,
+            num_channels=1,
+            mime_type=MIME_TYPE,
+            stream=True,
         )
         output_emitter.start_segment(segment_id=utils.shortuuid())
         session = await owner._pool.acquire()
@@ -268,7 +280,11 @@ class SynthesizeStream(tts.SynthesizeStream):
 
         async def send(piece: str) -> None:
             self._mark_started()
-            sent.append(await session.send(piece, voice=owner.voice, speed=owner.speed, words=True))
+            sent.append(
+                await session.send(
+                    piece, voice=owner.voice, speed=owner.speed, words=True, sample_rate=owner.sample_rate
+                )
+            )
 
         async def read_text() -> None:
             chunker = SentenceChunker(first_clause_min_words=owner.first_clause_min_words)
@@ -294,7 +310,7 @@ class SynthesizeStream(tts.SynthesizeStream):
                 if request_id not in sent:
                     continue
                 if isinstance(event, Audio):
-                    timeline.audio_s += len(event.data) / 2 / SAMPLE_RATE
+                    timeline.audio_s += len(event.data) / 2 / owner.sample_rate
                     output_emitter.push(event.data)
                 elif isinstance(event, SynthesisStart):
                     timeline.starts[event.request_id] = timeline.audio_s

@@ -62,7 +62,7 @@ from voicestream.speech import (
     Words,
     open_session,
 )
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, SAMPLE_RATES
 from voicestream.wire.vllm_omni import SessionConfig
 
 SessionFactory = Callable[[], SpeechSession]
@@ -111,7 +111,6 @@ class VoicestreamTTSService(TTSService):
             session_factory = lambda: open_session(where)  # noqa: E731
         if voice is None:  # vLLM-Omni's voice is its session config's
             voice = DEFAULT_VOICE if upstream == "kokoro" else None
-        kwargs.setdefault("sample_rate", SAMPLE_RATE)
         # Pipecat ends an audio context that stays silent this long. Ours end on their own (the
         # last request's synthesis_complete), so this is only a safety net; Pipecat's default
         # of 3 s is shorter than a first sentence takes on a busy CPU.
@@ -137,6 +136,7 @@ class VoicestreamTTSService(TTSService):
         self._contexts: dict[str, _Context] = {}
         self._context_of: dict[str, str] = {}  # request id -> context id
         self._starts_at: dict[str, float] = {}  # request id -> its start on its context's timeline
+        self._rate_of: dict[str, int] = {}  # request id -> the rate its audio comes at (synthesis_start)
         self._ids = itertools.count(1)
         self._out_resampler = create_stream_resampler()
         self.cancelled_at: list[float] = []
@@ -244,7 +244,14 @@ class VoicestreamTTSService(TTSService):
         self._contexts[context_id].pending.add(request_id)
         try:
             voice = self._settings.voice if isinstance(self._settings.voice, str) else None
-            await session.send(piece, request_id=request_id, voice=voice, speed=self._speed, words=True)
+            await session.send(
+                piece,
+                request_id=request_id,
+                voice=voice,
+                speed=self._speed,
+                words=True,
+                sample_rate=self.server_sample_rate,
+            )
         except SessionError as error:
             self._forget(request_id)
             await self._drop_session(session)
@@ -296,7 +303,15 @@ class VoicestreamTTSService(TTSService):
             if context_id in self._contexts and self.audio_context_available(context_id):
                 await self.remove_audio_context(context_id)
 
+    @property
+    def server_sample_rate(self) -> int:
+        """The rate asked of the server: the pipeline's own (Pipecat's telephony serializers run
+        at 8 kHz), so the server resamples once, statefully; a rate the server does not offer
+        comes at Kokoro's 24 kHz and is resampled here."""
+        return self.sample_rate if self.sample_rate in SAMPLE_RATES else SAMPLE_RATE
+
     def _on_start(self, event: SynthesisStart) -> None:
+        self._rate_of[event.request_id] = event.sample_rate
         context = self._contexts.get(self._context_of.get(event.request_id, ""))
         if context is not None:
             self._starts_at[event.request_id] = context.audio_s
@@ -305,10 +320,11 @@ class VoicestreamTTSService(TTSService):
         context_id = self._context_of.get(event.request_id)
         if context_id is None or not self.audio_context_available(context_id):
             return  # interrupted: its audio may still be on its way until the server's `cancelled`
-        self._contexts[context_id].audio_s += len(event.data) / 2 / SAMPLE_RATE
+        rate = self._rate_of.get(event.request_id, SAMPLE_RATE)
+        self._contexts[context_id].audio_s += len(event.data) / 2 / rate
         audio = event.data
-        if self.sample_rate != SAMPLE_RATE:
-            audio = await self._out_resampler.resample(audio, SAMPLE_RATE, self.sample_rate)
+        if self.sample_rate != rate:
+            audio = await self._out_resampler.resample(audio, rate, self.sample_rate)
         frame = TTSAudioRawFrame(audio=audio, sample_rate=self.sample_rate, num_channels=1, context_id=context_id)
         await self.append_to_audio_context(context_id, frame)
 
@@ -322,6 +338,7 @@ class VoicestreamTTSService(TTSService):
     async def _on_done(self, request_id: str) -> None:
         context_id = self._context_of.pop(request_id, None)
         self._starts_at.pop(request_id, None)
+        self._rate_of.pop(request_id, None)
         if context_id is None or context_id not in self._contexts:
             return
         self._contexts[context_id].pending.discard(request_id)
@@ -339,6 +356,7 @@ class VoicestreamTTSService(TTSService):
     def _forget(self, request_id: str) -> None:
         context_id = self._context_of.pop(request_id, None)
         self._starts_at.pop(request_id, None)
+        self._rate_of.pop(request_id, None)
         if context_id is not None and context_id in self._contexts:
             self._contexts[context_id].pending.discard(request_id)
 
@@ -353,6 +371,7 @@ class VoicestreamTTSService(TTSService):
         for request_id in dropped:
             self._context_of.pop(request_id, None)
             self._starts_at.pop(request_id, None)
+            self._rate_of.pop(request_id, None)
         session = self._session
         if session is not None and (dropped or (context is not None and context.pending)):
             try:

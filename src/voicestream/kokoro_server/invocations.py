@@ -28,12 +28,12 @@ from starlette.requests import Request
 
 from voicestream.asgi import StreamingBody, error_response, read_body
 from voicestream.engine.base import InvalidRequestError
-from voicestream.engine.encoders import CONTENT_TYPES
+from voicestream.engine.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_invocation_request
+from voicestream.wire.bidi import DEFAULT_VOICE, parse_invocation_request
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.framing import encode_sse
 from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech
@@ -71,6 +71,7 @@ async def invocations(request: Request) -> Any:
         speed=invocation.speed if invocation.speed is not None else 1.0,
         format=invocation.format,
         received_at=received_at,
+        sample_rate=invocation.sample_rate,
     )
     log_event("invocation", transport=invocation.transport, chars=len(speech.text), format=speech.format)
     stream = AudioStream(runtime, speech)
@@ -94,13 +95,16 @@ async def invocations(request: Request) -> Any:
     headers = {
         "x-request-id": request_id,
         "x-audio-format": speech.format,
-        "x-sample-rate": str(SAMPLE_RATE),
+        "x-sample-rate": str(speech.sample_rate),
         "cache-control": "no-cache",
     }
     if invocation.transport == "sse":
         chunks, media_type = _sse_events(stream, audio, first_audio_at), SSE_CONTENT_TYPE
     else:
-        chunks, media_type = _binary_body(stream, audio, first_audio_at), CONTENT_TYPES[speech.format]
+        chunks, media_type = (
+            _binary_body(stream, audio, first_audio_at),
+            content_type(speech.format, speech.sample_rate),
+        )
     return StreamingBody(chunks, media_type, headers, on_disconnect=_disconnected, on_failure=_aborted)
 
 
@@ -148,7 +152,7 @@ async def _sse_events(
         {
             "request_id": request.request_id,
             "format": request.format,
-            "sample_rate": SAMPLE_RATE,
+            "sample_rate": request.sample_rate,
             "voice": request.voice,
         },
     )

@@ -21,11 +21,11 @@ from starlette.responses import JSONResponse
 
 from voicestream.asgi import StreamingBody, read_body
 from voicestream.engine.base import InvalidRequestError
-from voicestream.engine.encoders import CONTENT_TYPES
+from voicestream.engine.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_VOICE
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.openai_speech import (
     OpenAISpeechRequest,
@@ -78,8 +78,15 @@ async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse |
         format=parsed.response_format,
         received_at=received_at,
         words=parsed.words,
+        sample_rate=parsed.sample_rate,
     )
-    log_event("openai_speech", chars=len(parsed.input), format=parsed.response_format, stream=parsed.stream_format)
+    log_event(
+        "openai_speech",
+        chars=len(parsed.input),
+        format=parsed.response_format,
+        sample_rate=parsed.sample_rate,
+        stream=parsed.stream_format,
+    )
     stream = AudioStream(runtime, speech_request)
     items = stream.items()
     # Up to the first audio frame (word timings may come first), errors are still a status.
@@ -95,11 +102,11 @@ async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse |
     except Exception as error:
         log_event("openai_speech_failed", logging.ERROR, exc_info=True, error=repr(error))
         return openai_error(CodedError(f"synthesis failed: {error}", code=ErrorCode.SYNTHESIS_FAILED))
-    headers = {"x-request-id": request_id, "x-sample-rate": str(SAMPLE_RATE), "cache-control": "no-cache"}
+    headers = {"x-request-id": request_id, "x-sample-rate": str(parsed.sample_rate), "cache-control": "no-cache"}
     if parsed.stream_format == "sse":
         return StreamingBody(_sse(parsed, stream, _chain(head, items)), SSE_CONTENT_TYPE, headers, on_failure=_aborted)
     audio = _audio(stream, _chain(head, items))
-    return StreamingBody(audio, CONTENT_TYPES[parsed.response_format], headers, on_failure=_aborted)
+    return StreamingBody(audio, content_type(parsed.response_format, parsed.sample_rate), headers, on_failure=_aborted)
 
 
 def _aborted(error: Exception) -> None:

@@ -38,7 +38,6 @@ from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (
     DEFAULT_VOICE,
-    SAMPLE_RATE,
     AudioFormat,
     Cancel,
     Cancelled,
@@ -53,6 +52,8 @@ from voicestream.wire.bidi import (
     SynthesisStart,
     Synthesize,
     Words,
+    audio_unit_bytes,
+    default_sample_rate,
     encode_server_message,
     parse_client_message,
 )
@@ -89,6 +90,7 @@ class SessionDefaults:
     speed: float = 1.0
     format: AudioFormat = "pcm"
     words: bool = False
+    sample_rate: int | None = None  # None: each request's format's default (8 kHz G.711, else 24 kHz)
 
 
 class EndReason(StrEnum):
@@ -303,14 +305,16 @@ class ServerSession:
             )
         voice = message.voice or self.defaults.voice
         self._check_voice(voice, request_id)
+        audio_format = message.format or self.defaults.format
         request = SpeechRequest(
             request_id=request_id,
             text=message.text,
             voice=voice,
             speed=message.speed if message.speed is not None else self.defaults.speed,
-            format=message.format or self.defaults.format,
+            format=audio_format,
             received_at=time.perf_counter(),
             words=message.words if message.words is not None else self.defaults.words,
+            sample_rate=message.sample_rate or self.defaults.sample_rate or default_sample_rate(audio_format),
         )
         self._pending[request_id] = request
         self._requests.put_nowait(request)
@@ -320,6 +324,7 @@ class ServerSession:
             chars=len(request.text),
             voice=request.voice,
             format=request.format,
+            sample_rate=request.sample_rate,
             queued=len(self._pending),
         )
 
@@ -333,7 +338,15 @@ class ServerSession:
             self.defaults.format = message.format
         if message.words is not None:
             self.defaults.words = message.words
-        log_event("config", voice=self.defaults.voice, speed=self.defaults.speed, format=self.defaults.format)
+        if message.sample_rate is not None:
+            self.defaults.sample_rate = message.sample_rate
+        log_event(
+            "config",
+            voice=self.defaults.voice,
+            speed=self.defaults.speed,
+            format=self.defaults.format,
+            sample_rate=self.defaults.sample_rate,
+        )
 
     def _check_voice(self, voice: str, request_id: str | None) -> None:
         try:
@@ -378,8 +391,9 @@ class ServerSession:
             audio = await self._next_or_keepalive(self._outbox, None)
             request = audio.request
             request_id_var.set(request.request_id)
-            await self._send_control(SynthesisStart(request.request_id, request.format, SAMPLE_RATE, request.voice))
-            sample_width = 1 if request.format == "mp3" else 2
+            start = SynthesisStart(request.request_id, request.format, request.sample_rate, request.voice)
+            await self._send_control(start)
+            sample_width = audio_unit_bytes(request.format)
             first_audio_ms: float | None = None
             while (frame := await self._next_or_keepalive(audio.frames, request.request_id)) is not None:
                 if not isinstance(frame, bytes):

@@ -20,6 +20,7 @@ from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
 from voicestream.engine.encoders import EncodedFormat, Framer, create_encoder
 from voicestream.engine.normalize import normalize_text
+from voicestream.engine.resample import StreamResampler
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE
@@ -39,12 +40,13 @@ class SpeechRequest:
     format: EncodedFormat
     received_at: float  # time.perf_counter() when the server received it
     words: bool = False  # the client asked for word timings
+    sample_rate: int = SAMPLE_RATE  # Hz of the delivered audio (Kokoro's 24 kHz is resampled to it)
 
 
 @dataclass(slots=True)
 class StreamStats:
     audio_bytes: int = 0  # encoded bytes produced
-    audio_samples: int = 0  # samples synthesized (24 kHz)
+    audio_samples: int = 0  # samples synthesized (24 kHz, before any resampling)
     synth_s: float = 0.0  # time spent in engine steps
     sentences: int = 0
     phonemes: int = 0  # the request's work, counted before synthesis
@@ -78,7 +80,9 @@ class AudioStream:
         limits = self.runtime.limits
         engine = self.runtime.engine
         request = self.request
-        encoder = create_encoder(request.format, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
+        encoder = create_encoder(request.format, request.sample_rate, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
+        # One resampler for the whole request: its state carries over every chunk and sentence.
+        resampler = StreamResampler(SAMPLE_RATE, request.sample_rate)
         framer = Framer.for_encoder(encoder, limits.frame_ms)
         sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
@@ -111,11 +115,12 @@ class AudioStream:
                     yield tuple(word.shifted(sentence_offset_s) for word in chunk.words)
                 self.stats.audio_samples += len(chunk.samples)
                 self.playback.produced(len(chunk.samples) / SAMPLE_RATE)
-                for frame in framer.push(encoder.encode(chunk.samples)):
+                for frame in framer.push(encoder.encode(resampler.push(chunk.samples))):
                     self.stats.audio_bytes += len(frame)
                     yield frame
             waiting_since = max(waiting_since, sentence_started)
-        for frame in [*framer.push(encoder.finish()), *framer.flush()]:
+        tail = encoder.encode(resampler.finish())
+        for frame in [*framer.push(tail + encoder.finish()), *framer.flush()]:
             self.stats.audio_bytes += len(frame)
             yield frame
 

@@ -90,7 +90,7 @@ def create_app(
         headers = {"x-correlation-id": cid}
         try:
             body = parse_speak_request(await read_body(request, MAX_BODY_BYTES, BODY_TIMEOUT_S))
-            config.check_request(body.speed, body.format)
+            config.check_request(body.speed, body.format, body.sample_rate)
         except ProtocolError as error:
             telemetry.logger.info("speak refused", extra={"status_code": error.status, "code": error.code})
             return error_response(error, headers)
@@ -98,7 +98,11 @@ def create_app(
         source = text_source(body)
         telemetry.logger.info("speak started", extra={"source": source.name, "tts": config.tts_description})
         options = SpeakOptions(
-            voice=body.voice, speed=body.speed, format=body.format, max_duration_s=config.max_duration_s
+            voice=body.voice,
+            speed=body.speed,
+            format=body.format,
+            sample_rate=body.sample_rate,
+            max_duration_s=config.max_duration_s,
         )
         events = run_speak(body.mode, source, open_session, options)
         return EventStreamResponse(events, body.transport, telemetry.reply(body.mode, body.transport), headers)

@@ -89,10 +89,10 @@ class SpeakConfig:
         )
         return where if self.upstream == "kokoro" else f"vLLM-Omni {where}"
 
-    def check_request(self, speed: float | None, format: AudioFormat) -> None:
+    def check_request(self, speed: float | None, format: AudioFormat, sample_rate: int | None = None) -> None:
         """Refuse (ProtocolError, a 4xx) what the chosen upstream cannot do, before a reply starts."""
         if self.upstream == "vllm-omni":
-            refused = refused_options(speed, format)
+            refused = refused_options(speed, format, sample_rate)
             if refused is not None:
                 raise refused
 

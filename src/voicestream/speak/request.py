@@ -3,7 +3,8 @@
     {"prompt": "...",  or  "text": "...",       exactly one
      "mode": "bidi" | "batch",                   default bidi
      "transport": "sse" | "binary",              default sse
-     "format": "pcm" | "wav" | "mp3",            default pcm
+     "format": "pcm" | "wav" | "mp3" | "mulaw" | "alaw",   default pcm
+     "sample_rate": 8000 ... 48000,              default the format's (8000 G.711, else 24000)
      "voice": "af_heart", "speed": 1.0,          optional, the speech server checks the voice
      "pace": {"first_token_ms": 300, "tokens_per_s": 50}}   optional: replay timing
 
@@ -15,7 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, get_args
 
-from voicestream.wire.bidi import FORMATS, MAX_VOICE_CHARS, AudioFormat, Limits, parse_speed
+from voicestream.wire.bidi import (
+    FORMATS,
+    MAX_VOICE_CHARS,
+    SAMPLE_RATE,
+    AudioFormat,
+    Limits,
+    default_sample_rate,
+    parse_sample_rate,
+    parse_speed,
+)
 from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
 from voicestream.wire.speak import Mode
@@ -29,7 +39,7 @@ MAX_PROMPT_CHARS: Final = 8000
 # A text is spoken as it is; batch mode sends it as one request, so the speech server's
 # per-request limit applies.
 MAX_TEXT_CHARS: Final = Limits().max_text_chars
-_FIELDS: Final = frozenset({"prompt", "text", "mode", "transport", "format", "voice", "speed", "pace"})
+_FIELDS: Final = frozenset({"prompt", "text", "mode", "transport", "format", "voice", "speed", "pace", "sample_rate"})
 _PACE_FIELDS: Final = frozenset({"first_token_ms", "tokens_per_s"})
 
 
@@ -43,6 +53,7 @@ class SpeakRequest:
     voice: str | None = None
     speed: float | None = None
     pace: Pace | None = None
+    sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
 
 
 def parse_speak_request(raw: bytes) -> SpeakRequest:
@@ -57,12 +68,15 @@ def parse_speak_request(raw: bytes) -> SpeakRequest:
     prompt, text = body.get("prompt"), body.get("text")
     if (prompt is None) == (text is None):
         raise ProtocolError(ErrorCode.MISSING_INPUT, 'give exactly one of "prompt" (the agent replies) or "text"')
+    audio_format = _choice(body, "format", FORMATS, "pcm", ErrorCode.INVALID_FORMAT)
+    rate = body.get("sample_rate")
     return SpeakRequest(
         prompt=_prompt(body.get("prompt")),
         text=_text(body.get("text")),
         mode=_choice(body, "mode", get_args(Mode), "bidi", ErrorCode.INVALID_MODE),
         transport=_choice(body, "transport", RESPONSE_TRANSPORTS, "sse", ErrorCode.INVALID_TRANSPORT),
-        format=_choice(body, "format", FORMATS, "pcm", ErrorCode.INVALID_FORMAT),
+        format=audio_format,
+        sample_rate=default_sample_rate(audio_format) if rate is None else parse_sample_rate(rate, '"sample_rate"'),
         voice=_voice(body),
         speed=None if body.get("speed") is None else parse_speed(body["speed"], '"speed"'),
         pace=_pace(body),

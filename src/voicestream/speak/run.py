@@ -36,7 +36,7 @@ from voicestream.speech import (
     SpeechSession,
     Words,
 )
-from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat
+from voicestream.wire.bidi import AudioFormat, default_sample_rate
 from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage
 from voicestream.wire.speak import (
     AgentStart,
@@ -81,6 +81,11 @@ class SpeakOptions:
     first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS  # benchmarks/first_clause.py chose it
     max_chars: int = 300
     words: bool = True  # ask the server for word timings (`words` events)
+    sample_rate: int | None = None  # Hz of the audio (None: the format's default, wire/bidi.py)
+
+    @property
+    def delivered_rate(self) -> int:
+        return self.sample_rate or default_sample_rate(self.format)
 
 
 class Chunking(Protocol):
@@ -167,7 +172,7 @@ class _SpeakRun:
             mode=self.mode,
             source=self.source.name,
             format=self.options.format,
-            sample_rate=SAMPLE_RATE,
+            sample_rate=self.options.delivered_rate,
             voice=self.options.voice,
         )
         self._tasks = [
@@ -324,6 +329,7 @@ class _SpeakRun:
                     speed=self.options.speed,
                     format=self._wire_format(index),
                     words=self.options.words,
+                    sample_rate=self.options.sample_rate,
                 )
         except CodedError as exc:  # the session broke, or refused what it was asked (a SessionError or a 4xx)
             self._finish("error", exc.code, str(exc))
@@ -333,7 +339,7 @@ class _SpeakRun:
 
     def _wire_format(self, index: int) -> AudioFormat:
         """WAV: the first request carries the (streaming) header, the rest is raw PCM, so the
-        concatenated audio is one WAV stream. PCM and MP3 concatenate as they are."""
+        concatenated audio is one WAV stream. PCM, MP3 and G.711 concatenate as they are."""
         if self.options.format == "wav":
             return "wav" if index == 0 else "pcm"
         return self.options.format

@@ -64,6 +64,7 @@ class SpeechSession(Protocol):
         format: AudioFormat | None = None,
         request_id: str | None = None,
         words: bool | None = None,
+        sample_rate: int | None = None,
     ) -> str: ...
 
     async def cancel(self) -> None: ...

@@ -45,11 +45,13 @@ class RequestTimings:
 
     @property
     def audio_s(self) -> float | None:
-        """Seconds of audio received for this request: exact for pcm and wav (counted from the
-        bytes, so also for a cancelled request); for mp3 the server's figure once complete."""
+        """Seconds of audio received for this request: exact for pcm, wav and G.711 (counted from
+        the bytes, so also for a cancelled request); for mp3 the server's figure once complete."""
         if self.format in ("pcm", "wav") and self.sample_rate:
             header = 44 if self.format == "wav" and self.audio_bytes >= 44 else 0
             return (self.audio_bytes - header) / 2 / self.sample_rate
+        if self.format in ("mulaw", "alaw") and self.sample_rate:
+            return self.audio_bytes / self.sample_rate  # one byte per sample
         return None if self.server_audio_ms is None else self.server_audio_ms / 1000
 
     @property

@@ -59,6 +59,7 @@ async def invoke(
     voice: str | None = None,
     speed: float | None = None,
     format: AudioFormat = "pcm",
+    sample_rate: int | None = None,
     transport: ResponseTransport = "binary",
     read_timeout: float = 120.0,
     on_audio: Callable[[bytes], None] | None = None,
@@ -77,6 +78,8 @@ async def invoke(
         body["voice"] = voice
     if speed is not None:
         body["speed"] = speed
+    if sample_rate is not None:
+        body["sample_rate"] = sample_rate
     url = base_url.rstrip("/") + INVOCATIONS_PATH
     owned = client is None
     http = client or httpx.AsyncClient(timeout=read_timeout)

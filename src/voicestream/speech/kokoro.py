@@ -221,9 +221,11 @@ class BidiSession(SessionLifecycle[_Item]):
         format: AudioFormat | None = None,
         request_id: str | None = None,
         words: bool | None = None,
+        sample_rate: int | None = None,
     ) -> str:
         """Queue `text` for synthesis and return its request id at once (pipelined).
-        `words` asks for its word timings (default: the session's `words`)."""
+        `words` asks for its word timings (default: the session's `words`); `sample_rate` the
+        delivered audio's rate (default: the session's config, else the format's)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text must be a non-empty string")
         try:
@@ -240,17 +242,28 @@ class BidiSession(SessionLifecycle[_Item]):
         self._pending[rid] = timing
         want_words = self.words if words is None else words
         message = Synthesize(
-            text=text, request_id=rid, voice=voice, speed=speed, format=format, words=True if want_words else None
+            text=text,
+            request_id=rid,
+            voice=voice,
+            speed=speed,
+            format=format,
+            words=True if want_words else None,
+            sample_rate=sample_rate,
         )
         await self._send_message(message)
         return rid
 
     async def configure(
-        self, *, voice: str | None = None, speed: float | None = None, format: AudioFormat | None = None
+        self,
+        *,
+        voice: str | None = None,
+        speed: float | None = None,
+        format: AudioFormat | None = None,
+        sample_rate: int | None = None,
     ) -> None:
         """Set defaults for the rest of the session (unset fields keep their value)."""
         self._ensure_open()
-        await self._send_message(Config(voice=voice, speed=speed, format=format))
+        await self._send_message(Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate))
 
     async def cancel(self) -> None:
         """Barge-in: drop queued requests and stop the one in progress (answered `Cancelled`)."""

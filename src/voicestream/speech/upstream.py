@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicestream.wire.bidi import SAMPLE_RATE
+from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, audio_unit_bytes
 from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.vllm_omni import SessionConfig
 
@@ -79,25 +79,35 @@ def open_session(settings: UpstreamSettings) -> SpeechSession:
 
 @dataclass
 class Speech:
-    """One text spoken: its 16-bit mono PCM and how long each part took."""
+    """One text spoken: its mono audio (16-bit PCM, or G.711 codes) and how long each part took."""
 
     audio: bytes = field(repr=False)
     sample_rate: int
     timings: RequestTimings
     connect_s: float | None
+    format: AudioFormat = "pcm"
 
     @property
     def audio_s(self) -> float:
-        return len(self.audio) / (2 * self.sample_rate)
+        return len(self.audio) / (audio_unit_bytes(self.format) * self.sample_rate)
 
 
 async def speak_text(
-    session: SpeechSession, text: str, *, voice: str | None = None, speed: float | None = None
+    session: SpeechSession,
+    text: str,
+    *,
+    voice: str | None = None,
+    speed: float | None = None,
+    format: AudioFormat = "pcm",
+    sample_rate: int | None = None,
 ) -> Speech:
-    """Open `session`, speak `text` as one request (PCM), close it. `RequestFailedError` when the
-    server refuses or fails the text; a `SessionError` when the session breaks."""
+    """Open `session`, speak `text` as one request (PCM, or the raw G.711 `format`; at
+    `sample_rate`, default the format's), close it. `RequestFailedError` when the server
+    refuses or fails the text; a `SessionError` when the session breaks."""
+    if format not in ("pcm", "mulaw", "alaw"):
+        raise ValueError(f"speak_text collects raw audio: pcm, mulaw or alaw, not {format!r}")
     async with session:
-        rid = await session.send(text, voice=voice, speed=speed, format="pcm")
+        rid = await session.send(text, voice=voice, speed=speed, format=format, sample_rate=sample_rate)
         chunks: list[bytes] = []
         sample_rate = SAMPLE_RATE
         async with contextlib.aclosing(session.events()) as events:
@@ -107,7 +117,7 @@ async def speak_text(
                 elif isinstance(event, Audio) and event.request_id == rid:
                     chunks.append(event.data)
                 elif isinstance(event, RequestCompleted) and event.request_id == rid:
-                    return Speech(b"".join(chunks), sample_rate, event.timings, session.connect_s)
+                    return Speech(b"".join(chunks), sample_rate, event.timings, session.connect_s, format)
                 elif isinstance(event, ErrorMessage) and event.request_id in (rid, None):
                     raise RequestFailedError(rid, event.code, event.message)
                 elif isinstance(event, Cancelled):

@@ -98,7 +98,7 @@ _REQUEST_ERRORS = frozenset(
 )
 
 
-def refused_options(speed: float | None, format: AudioFormat) -> ProtocolError | None:
+def refused_options(speed: float | None, format: AudioFormat, sample_rate: int | None = None) -> ProtocolError | None:
     """What a vLLM-Omni upstream cannot do (a 400 for the caller), or None."""
     if speed is not None and speed != 1.0:
         return ProtocolError(
@@ -106,11 +106,17 @@ def refused_options(speed: float | None, format: AudioFormat) -> ProtocolError |
             f"speed {speed}: vLLM-Omni streams audio only at speed 1.0 (it refuses a speed change "
             "with stream_audio); use the Kokoro upstream for other speeds",
         )
-    if format == "mp3":
+    if format not in ("pcm", "wav"):
         return ProtocolError(
             ErrorCode.INVALID_FORMAT,
-            "format mp3: the vLLM-Omni upstream streams PCM (or WAV, with the header added here); "
-            "use the Kokoro upstream for MP3",
+            f"format {format}: the vLLM-Omni upstream streams PCM (or WAV, with the header added here); "
+            f"use the Kokoro upstream for {format}",
+        )
+    if sample_rate is not None and sample_rate != DEFAULT_SAMPLE_RATE:
+        return ProtocolError(
+            ErrorCode.INVALID_SAMPLE_RATE,
+            f"sample_rate {sample_rate}: the vLLM-Omni upstream streams at {DEFAULT_SAMPLE_RATE} Hz only; "
+            "use the Kokoro upstream for other rates",
         )
     return None
 
@@ -289,6 +295,7 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         format: AudioFormat | None = None,
         request_id: str | None = None,
         words: bool | None = None,
+        sample_rate: int | None = None,
     ) -> str:
         """Queue `text` as one utterance and return its request id at once (pipelined).
 
@@ -302,7 +309,7 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         except UnicodeEncodeError as exc:
             raise ValueError(f"text is not valid Unicode: {exc.reason}") from exc
         audio_format: AudioFormat = format or "pcm"
-        refused = refused_options(speed, audio_format)
+        refused = refused_options(speed, audio_format, sample_rate)
         if refused is not None:
             raise refused
         pieces = input_text_messages(text)

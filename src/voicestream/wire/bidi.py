@@ -16,15 +16,21 @@ import json
 import math
 import struct
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, cast, get_args
 
 from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
 from voicestream.wire.words import WordTiming, parse_words, word_dicts
 
-SAMPLE_RATE = 24_000
+SAMPLE_RATE = 24_000  # Kokoro's own: every format's default except G.711's
 DEFAULT_FORMAT = "pcm"
-FORMATS: tuple[str, ...] = ("pcm", "wav", "mp3")
+FORMATS: tuple[str, ...] = ("pcm", "wav", "mp3", "mulaw", "alaw")
+# Output rates a request may ask for (`sample_rate`); the server resamples Kokoro's 24 kHz.
+SAMPLE_RATES: tuple[int, ...] = (8000, 16000, 22050, 24000, 44100, 48000)
+# G.711 (mu-law, A-law): raw 8-bit codes, one byte per sample, no header. Telephony runs them
+# at 8 kHz, their default; the other rates are accepted too (wideband SIP trunks use 16 kHz).
+G711_FORMATS: tuple[str, ...] = ("mulaw", "alaw")
+G711_SAMPLE_RATE = 8000
 # The routes SageMaker's sidecar (and every other client) calls on port 8080.
 BIDI_PATH = "/invocations-bidirectional-stream"
 INVOCATIONS_PATH = "/invocations"
@@ -35,7 +41,7 @@ MAX_SPEED = 2.0
 MAX_REQUEST_ID_CHARS = 128
 MAX_VOICE_CHARS = 256
 
-AudioFormat = Literal["pcm", "wav", "mp3"]
+AudioFormat = Literal["pcm", "wav", "mp3", "mulaw", "alaw"]
 PCM_SAMPLE_WIDTH = 2  # bytes per sample of the 16-bit little-endian mono PCM on the wire
 # Streaming WAV: the length is unknown when the header goes out, so both size fields hold the
 # maximum (what ffmpeg and most streaming servers write); readers then read to end of stream.
@@ -55,6 +61,29 @@ def wav_header(sample_rate: int = SAMPLE_RATE, data_size: int = WAV_UNKNOWN_SIZE
         + b"data"
         + struct.pack("<I", data_size)
     )
+
+
+def default_sample_rate(audio_format: str) -> int:
+    """The rate a format is delivered at when the request names none: 8 kHz for G.711, else 24 kHz."""
+    return G711_SAMPLE_RATE if audio_format in G711_FORMATS else SAMPLE_RATE
+
+
+def audio_unit_bytes(audio_format: str) -> int:
+    """The unit an audio frame may be split at: a 16-bit sample (pcm, wav) or a byte (the rest)."""
+    return PCM_SAMPLE_WIDTH if audio_format in ("pcm", "wav") else 1
+
+
+def parse_sample_rate(value: Any, name: str = "sample_rate") -> int:
+    """One of SAMPLE_RATES; `ProtocolError` invalid_sample_rate otherwise (the one rate check)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in SAMPLE_RATES:
+        shown = (
+            f"an integer of {len(str(value))} digits" if isinstance(value, int) and abs(value) > 10**9 else repr(value)
+        )
+        raise ProtocolError(
+            ErrorCode.INVALID_SAMPLE_RATE,
+            f"{name} must be one of {', '.join(map(str, SAMPLE_RATES))} (Hz), got {shown}",
+        )
+    return value
 
 
 # --- limits -------------------------------------------------------------------------------
@@ -107,6 +136,7 @@ class Synthesize:
     speed: float | None = None
     format: AudioFormat | None = None
     words: bool | None = None  # send `words` frames (word timings) for this request
+    sample_rate: int | None = None  # Hz of the delivered audio (default: the format's)
     type: ClassVar[str] = "synthesize"
 
 
@@ -118,6 +148,7 @@ class Config:
     speed: float | None = None
     format: AudioFormat | None = None
     words: bool | None = None
+    sample_rate: int | None = None
     type: ClassVar[str] = "config"
 
 
@@ -148,6 +179,7 @@ class InvocationRequest:
     speed: float | None = None
     format: AudioFormat = "pcm"
     transport: ResponseTransport = "binary"
+    sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
 
 
 # --- server -> client ---------------------------------------------------------------------
@@ -310,10 +342,15 @@ def parse_client_message(
                 speed=_speed(body),
                 format=_format(body),
                 words=_flag(body, "words"),
+                sample_rate=_sample_rate(body),
             )
         if kind == "config":
             return Config(
-                voice=_voice(body, voices), speed=_speed(body), format=_format(body), words=_flag(body, "words")
+                voice=_voice(body, voices),
+                speed=_speed(body),
+                format=_format(body),
+                words=_flag(body, "words"),
+                sample_rate=_sample_rate(body),
             )
         if kind == "cancel":
             return Cancel()
@@ -343,12 +380,14 @@ def parse_invocation_request(payload: bytes | str, limits: Limits | None = None)
             ErrorCode.INVALID_TRANSPORT,
             f"transport must be one of {', '.join(RESPONSE_TRANSPORTS)}, got {transport!r}",
         )
+    audio_format = _format(body) or "pcm"
     return InvocationRequest(
         text=_text(body, limits),
         voice=_voice(body, None),
         speed=_speed(body),
-        format=_format(body) or "pcm",
+        format=audio_format,
         transport=transport,
+        sample_rate=_sample_rate(body) or default_sample_rate(audio_format),
     )
 
 
@@ -422,14 +461,16 @@ def parse_speed(value: Any, name: str = "speed") -> float:
     return speed
 
 
+def _sample_rate(body: dict[str, Any]) -> int | None:
+    value = body.get("sample_rate")
+    return None if value is None else parse_sample_rate(value)
+
+
 def _format(body: dict[str, Any]) -> AudioFormat | None:
     value = body.get("format")
     if value is None:
         return None
-    if value == "pcm":
-        return "pcm"
-    if value == "wav":
-        return "wav"
-    if value == "mp3":
-        return "mp3"
+    for known in get_args(AudioFormat):
+        if value == known:
+            return cast(AudioFormat, known)
     raise ProtocolError(ErrorCode.INVALID_FORMAT, f"format must be one of {', '.join(FORMATS)}, got {value!r}")

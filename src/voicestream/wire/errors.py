@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_VOICE = "unknown_voice"
     INVALID_SPEED = "invalid_speed"
     INVALID_FORMAT = "invalid_format"
+    INVALID_SAMPLE_RATE = "invalid_sample_rate"
     INVALID_TRANSPORT = "invalid_transport"
     INVALID_REQUEST_ID = "invalid_request_id"
     DUPLICATE_REQUEST_ID = "duplicate_request_id"

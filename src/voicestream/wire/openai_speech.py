@@ -2,11 +2,12 @@
 request body, its error body and its server-sent events, written once. Standard library only.
 
     POST /v1/audio/speech  {"model", "input", "voice", "response_format"?, "speed"?,
-                            "stream_format"?, "instructions"?}  -> audio, streamed
+                            "stream_format"?, "instructions"?, "sample_rate"?}  -> audio, streamed
 
 What differs from OpenAI, on purpose: voices are ours (ids and blends; OpenAI's names that
-Kokoro also has are accepted), `speed` is 0.5-2.0 (the engine's range, as on every route), and
-`"words": true` adds `speech.audio.words` events to an SSE stream.
+Kokoro also has are accepted), `speed` is 0.5-2.0 (the engine's range, as on every route),
+`"words": true` adds `speech.audio.words` events to an SSE stream, `response_format` also
+offers `mulaw` and `alaw` (G.711) and `sample_rate` picks the output rate.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from voicestream.wire.bidi import MAX_VOICE_CHARS, Limits, parse_speed
+from voicestream.wire.bidi import (
+    MAX_VOICE_CHARS,
+    SAMPLE_RATE,
+    Limits,
+    default_sample_rate,
+    parse_sample_rate,
+    parse_speed,
+)
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.framing import decode_json_object, encode_sse
 from voicestream.wire.words import WordTiming, word_dicts
@@ -28,8 +36,10 @@ OPENAI_VOICES_PATH: Final = "/v1/audio/voices"
 CUSTOM_ATTRIBUTES_HEADER: Final = "x-amzn-sagemaker-custom-attributes"
 OPENAI_SPEECH_ROUTE_ATTRIBUTE: Final = f"route={OPENAI_SPEECH_PATH}"
 
-ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
-RESPONSE_FORMATS: Final[tuple[ResponseFormat, ...]] = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw"]
+RESPONSE_FORMATS: Final[tuple[ResponseFormat, ...]] = ("mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw")
+# Opus encodes only at these rates (RFC 6716); the other formats take every rate of SAMPLE_RATES.
+OPUS_SAMPLE_RATES: Final[tuple[int, ...]] = (8000, 16000, 24000, 48000)
 StreamFormat = Literal["audio", "sse"]
 STREAM_FORMATS: Final[tuple[StreamFormat, ...]] = ("audio", "sse")
 # Model ids a client may name: ours, and OpenAI's, so an OpenAI client works with its defaults.
@@ -44,7 +54,18 @@ VOICE_ALIASES: Final[dict[str, str]] = {
     "onyx": "am_onyx",
 }
 _FIELDS: Final = frozenset(
-    {"model", "input", "voice", "response_format", "speed", "stream_format", "instructions", "words", "stream"}
+    {
+        "model",
+        "input",
+        "voice",
+        "response_format",
+        "speed",
+        "stream_format",
+        "instructions",
+        "words",
+        "stream",
+        "sample_rate",
+    }
 )
 
 
@@ -65,6 +86,7 @@ class OpenAISpeechRequest:
     speed: float = 1.0
     stream_format: StreamFormat = "audio"
     words: bool = False
+    sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
 
 
 def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = None) -> OpenAISpeechRequest:
@@ -77,14 +99,16 @@ def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = No
     unknown = sorted(set(body) - _FIELDS)
     if unknown:
         raise OpenAIRequestError(ErrorCode.UNKNOWN_FIELD, f"unrecognized request argument: {unknown[0]}", unknown[0])
+    response_format = _choice(body, "response_format", RESPONSE_FORMATS, "mp3", ErrorCode.INVALID_FORMAT)
     return OpenAISpeechRequest(
         model=_model(body),
         input=_input(body, limits),
         voice=_voice(body),
-        response_format=_choice(body, "response_format", RESPONSE_FORMATS, "mp3", ErrorCode.INVALID_FORMAT),
+        response_format=response_format,
         speed=_speed(body),
         stream_format=_choice(body, "stream_format", STREAM_FORMATS, "audio", ErrorCode.INVALID_TRANSPORT),
         words=_words(body),
+        sample_rate=_sample_rate(body, response_format),
     )
 
 
@@ -145,6 +169,22 @@ def _speed(body: dict[str, Any]) -> float:
         return parse_speed(body["speed"])
     except ProtocolError as error:
         raise OpenAIRequestError(error.code, error.message, "speed") from None
+
+
+def _sample_rate(body: dict[str, Any], response_format: str) -> int:
+    if body.get("sample_rate") is None:
+        return default_sample_rate(response_format)
+    try:
+        rate = parse_sample_rate(body["sample_rate"])
+    except ProtocolError as error:
+        raise OpenAIRequestError(error.code, error.message, "sample_rate") from None
+    if response_format == "opus" and rate not in OPUS_SAMPLE_RATES:
+        raise OpenAIRequestError(
+            ErrorCode.INVALID_SAMPLE_RATE,
+            f"opus encodes at {', '.join(map(str, OPUS_SAMPLE_RATES))} Hz only, got {rate}",
+            "sample_rate",
+        )
+    return rate
 
 
 def _words(body: dict[str, Any]) -> bool:
