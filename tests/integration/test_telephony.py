@@ -16,7 +16,6 @@ import numpy as np
 import openai
 import pytest
 import soxr
-from voicestream.speak.client import speak_events
 from websockets.asyncio.client import connect
 
 from tests.integration.test_server_streaming import on_the_schedule_alone
@@ -25,6 +24,7 @@ from tests.support.seams import step_ratio
 from tests.support.server import LiveServer, start_server
 from tests.support.session_client import collect, send_json
 from tests.support.speak_server import SpeakServer, start_speak_server
+from voicestream.aws.function_url import call_speak
 from voicestream.cli import main
 from voicestream.engine.base import AudioChunk, SpeechEngine
 from voicestream.engine.encoders import create_encoder
@@ -154,7 +154,7 @@ def speak_server(kokoro_server: LiveServer) -> Iterator[SpeakServer]:
 async def test_speak_function_events(speak_server: SpeakServer, asr: ModuleType, transport: str) -> None:
     body = {"text": TEXT, "format": "mulaw", "transport": transport, "pace": {"tokens_per_s": 200}}
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
-        events = [event async for event in speak_events(client, speak_server.url, body)]
+        events = [event async for event in call_speak(client, speak_server.url, body, credentials=None)]
     start = events[0]
     assert isinstance(start, AgentStart) and (start.format, start.sample_rate) == ("mulaw", RATE)
     heard_right(asr, b"".join(event.data for event in events if isinstance(event, SentenceAudio)))
