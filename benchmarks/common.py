@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import math
 import os
 import platform
 import re
@@ -33,10 +32,11 @@ from voicestream.devserver import RunningServer, serve_in_thread, wait_until_rea
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.engine.onnx import OnnxEngine
 from voicestream.engine.process_memory import return_freed_memory_to_the_os
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
-from voicestream.kokoro_client.websocket import http_base_url
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.speech import Audio, BidiSession, RequestCompleted, bidi_url
+from voicestream.speech.websocket import http_base_url
+from voicestream.stats import percentile
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, Limits
 from voicestream.wire.errors import ErrorMessage
 
@@ -50,16 +50,6 @@ PCM_BYTES_PER_S = SAMPLE_RATE * 2  # 16-bit mono
 
 
 # --- statistics ---------------------------------------------------------------------------
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100) of a non-empty sample."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("percentile of an empty sample")
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def summary(values: Iterable[float], digits: int = 1) -> dict[str, float]:

@@ -48,7 +48,7 @@ from common import (
     write_json,
 )
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, SessionClosed, SessionConnectError, SessionError
+from voicestream.speech import BidiSession, SessionClosed, SessionConnectError, SessionError
 from voicestream.texts import paragraph
 from voicestream.wire.bidi import Limits
 from voicestream.wire.errors import ErrorMessage

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from common import RESULTS, ROOT, LoadMeter, command_line, machine, percentile, write_json
+from common import RESULTS, ROOT, LoadMeter, command_line, machine, write_json
 from voicestream.chunker import split_sentences
 from voicestream.engine.onnx import OnnxEngine
+from voicestream.stats import percentile
 
 sys.path.insert(0, str(ROOT))  # the ASR helper lives with the tests
 from tests.support.asr import transcribe_words

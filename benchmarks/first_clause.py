@@ -24,9 +24,9 @@ from typing import Any
 from common import ROOT, base_parser, header, kokoro_server, ratio, summary, write_json
 from intelligibility import spell_numbers
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession
 from voicestream.speak.run import SpeakOptions, run_bidi
 from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speech import BidiSession
 from voicestream.wire.speak import Done, ReplyError, Sentence, SentenceAudio
 
 sys.path.insert(0, str(ROOT))  # the ASR helper lives with the tests

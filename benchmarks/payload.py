@@ -50,10 +50,10 @@ from voicestream import env
 from voicestream.chunker import split_sentences
 from voicestream.engine.encoders import create_encoder
 from voicestream.engine.resample import StreamResampler
-from voicestream.kokoro_client import bidi_url
-from voicestream.kokoro_client.invocations import invoke
 from voicestream.speak.app import create_app
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import bidi_url
+from voicestream.speech.invocations import invoke
 from voicestream.texts import paragraph
 from voicestream.wire.bidi import FORMATS, SAMPLE_RATE, SAMPLE_RATES, AudioFormat
 from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder

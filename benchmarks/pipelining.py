@@ -46,7 +46,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import BidiSession, RequestCompleted, RequestTimings
+from voicestream.speech import BidiSession, RequestCompleted, RequestTimings
 from voicestream.texts import paragraph
 from voicestream.wire.errors import ErrorMessage
 

@@ -28,7 +28,7 @@ import httpx
 from websockets.asyncio.client import connect
 
 from common import LocalServer, base_parser, header, kokoro_server, ratio, run_async, summary, write_json
-from voicestream.kokoro_client import BidiSession, RequestCompleted
+from voicestream.speech import BidiSession, RequestCompleted
 
 HOSTILE_G2P = {"accents": "a" + "\u0301" * 1999, "dashes": "a-" * 150}
 LONG_NUMBERS = {"nines_2000": "9" * 2000, "nines_300": "9" * 300}

@@ -40,7 +40,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 from common import LocalServer, base_parser, header, kokoro_server, run_async, write_json
-from voicestream.kokoro_client import BidiSession, ErrorMessage, RequestCompleted
+from voicestream.speech import BidiSession, ErrorMessage, RequestCompleted
 from voicestream.wire.framing import parse_control_frame
 
 # The mix, 20 slots (normal 10, disconnect 4, blend 3, hostile 2, long 1), interleaved so that the

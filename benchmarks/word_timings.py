@@ -21,7 +21,8 @@ import statistics
 import sys
 from typing import Any
 
-from common import ROOT, LocalServer, base_parser, header, kokoro_server, percentile, write_json
+from common import ROOT, LocalServer, base_parser, header, kokoro_server, write_json
+from voicestream.stats import percentile
 from voicestream.texts import bench_texts
 
 sys.path.insert(0, str(ROOT))  # the ASR helper and the aligner live with the tests

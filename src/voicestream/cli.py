@@ -79,7 +79,7 @@ def _say_remote(args: argparse.Namespace) -> int:
     import asyncio
 
     from voicestream.env import aws_region
-    from voicestream.kokoro_client.upstream import session_for, speak_text
+    from voicestream.speech.upstream import UpstreamSettings, open_session, speak_text
     from voicestream.wire.bidi import AudioFormat
     from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
     from voicestream.wire.vllm_omni import SessionConfig
@@ -90,7 +90,16 @@ def _say_remote(args: argparse.Namespace) -> int:
             voice=args.voice or VLLM_OMNI_VOICE, language=args.language, instructions=args.instructions
         )
     region = args.region or (aws_region() if args.endpoint else None)
-    session = session_for(args.upstream, url=args.url, endpoint=args.endpoint, region=region, vllm_omni=vllm_omni)
+    session = open_session(
+        UpstreamSettings(
+            args.upstream,
+            url=args.url,
+            endpoint=args.endpoint,
+            region=region,
+            vllm_omni=vllm_omni,
+            silence_timeout=60.0,
+        )
+    )
     speed = None if args.speed == 1.0 else args.speed
     wire_format: AudioFormat = "pcm" if args.format == "wav" else args.format
     speech = asyncio.run(

@@ -30,8 +30,8 @@ import httpx
 from voicestream.devserver import ServerStartError, serve_in_thread, wait_until_ready
 from voicestream.engine import Backend
 from voicestream.engine.encoders import write_wav
-from voicestream.kokoro_client.websocket import bidi_url, http_base_url
 from voicestream.speak.sources import Pace, tokenize
+from voicestream.speech.websocket import bidi_url, http_base_url
 from voicestream.texts import agent_reply
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError

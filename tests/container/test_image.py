@@ -15,7 +15,7 @@ import pytest
 
 from tests.container.conftest import ServingContainer, StartContainer
 from tests.container.engine import docker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     FrameMode,

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     ConnectionLostError,

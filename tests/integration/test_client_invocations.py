@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tests.support.server import LiveServer
-from voicestream.kokoro_client.invocations import InvocationError, invoke
+from voicestream.speech.invocations import InvocationError, invoke
 
 TEXT = "Your flight leaves at nine."
 BOUND_S = 300.0

@@ -25,8 +25,8 @@ from websockets.asyncio.server import ServerConnection, serve
 from tests.integration.test_client_session import SENTENCES, check_ordered_requests, until_complete
 from tests.support.fake_sagemaker import FakeSageMakerConnection, FakeSageMakerRuntime
 from tests.support.server import LiveServer
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, SessionConnectError, StreamFailedError
-from voicestream.kokoro_client.sagemaker import SageMakerTransport
+from voicestream.speech import Audio, BidiSession, RequestCompleted, SessionConnectError, StreamFailedError
+from voicestream.speech.sagemaker import SageMakerTransport
 from voicestream.wire.framing import parse_control_frame
 
 REGION = "eu-west-1"

@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 
 from tests.support.server import LiveServer
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     Cancelled,

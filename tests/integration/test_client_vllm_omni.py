@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.fake_sagemaker import FakeSageMakerRuntime
 from tests.support.fake_vllm_omni import FAIL_TRIGGER, ROUTE, FakeVllmOmni, SessionRecord, serve_fake
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     ConnectionLostError,

@@ -22,8 +22,8 @@ from tests.support.server import LiveServer, start_server
 from tests.support.session_client import collect, next_frame, send_json
 from voicestream.engine import G2PSettings, load_engine
 from voicestream.engine.base import SpeechEngine
-from voicestream.kokoro_client import BidiSession, Queued, RequestCompleted
 from voicestream.kokoro_server import create_app
+from voicestream.speech import BidiSession, Queued, RequestCompleted
 from voicestream.wire.bidi import Limits
 
 HUGE = "1" + "0" * 400  # an integer JSON allows and no float can hold

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
-from voicestream.speak.client import speak_events
+from voicestream.aws.function_url import call_speak
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.speak import AgentStart, Done, Sentence, SentenceAudio, SentenceSpoken, SpeakEvent, TextDelta
 
@@ -32,7 +32,7 @@ def speak_server(kokoro_server: LiveServer) -> Iterator[SpeakServer]:
 
 async def speak(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[SpeakEvent]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
-        return [event async for event in speak_events(client, url, body, headers=headers)]
+        return [event async for event in call_speak(client, url, body, credentials=None, headers=headers)]
 
 
 def of(events: list[SpeakEvent], kind: type[Any]) -> list[Any]:

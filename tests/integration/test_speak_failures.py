@@ -20,8 +20,8 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
+from voicestream.aws.function_url import call_speak
 from voicestream.kokoro_server.logs import capture_json_logs
-from voicestream.speak.client import speak_events
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.speak import AgentStart, Done, ReplyError, SentenceAudio, SpeakEvent
 
@@ -42,7 +42,7 @@ def speak_server(kokoro_server: LiveServer) -> Iterator[SpeakServer]:
 
 async def speak(url: str, body: dict[str, Any]) -> list[SpeakEvent]:
     async with asyncio.timeout(HANG_GUARD_S), httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-        return [event async for event in speak_events(client, url, body)]
+        return [event async for event in call_speak(client, url, body, credentials=None)]
 
 
 def assert_failed(events: list[SpeakEvent], code: str) -> ReplyError:
@@ -180,7 +180,7 @@ async def test_disconnect_cancels_the_session_on_the_speech_server(
         # The canned 7-sentence reply (a prompt without a model configured), at an LLM's pace.
         body = {"prompt": "Tell me about the museum.", "transport": transport, "pace": {"tokens_per_s": 50}}
         async with httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-            stream = speak_events(client, speak_server.url, body)
+            stream = call_speak(client, speak_server.url, body, credentials=None)
             async for event in stream:
                 if isinstance(event, SentenceAudio):
                     break  # hang up at the first audio

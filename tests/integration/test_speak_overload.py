@@ -14,9 +14,9 @@ from websockets.asyncio.client import connect
 from tests.conftest import ServerFactory
 from tests.support.session_client import send_json
 from tests.support.speak_server import start_speak_server
-from voicestream.kokoro_client import BidiSession, SessionConnectError
-from voicestream.speak.client import speak_events
+from voicestream.aws.function_url import call_speak
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import BidiSession, SessionConnectError
 from voicestream.wire.bidi import Limits
 from voicestream.wire.speak import Done, ReplyError
 
@@ -47,7 +47,7 @@ async def test_a_full_server_is_tts_unavailable_for_the_speak_function(
                 await holder.recv()
                 body = {"text": "Hello there. How are you?", "mode": mode, "pace": {"first_token_ms": 50}}
                 async with asyncio.timeout(HANG_GUARD_S), httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-                    events = [event async for event in speak_events(client, speak.url, body)]
+                    events = [event async for event in call_speak(client, speak.url, body, credentials=None)]
     *_, error, done = events
     assert isinstance(error, ReplyError) and error.code == "tts_unavailable" and "server_busy" in error.message
     assert isinstance(done, Done) and done.status == "error"

@@ -14,7 +14,7 @@ import pytest
 from tests.support.fake_bedrock import FakeBedrock, Turn, fake_bedrock
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
-from voicestream.speak.client import speak_events
+from voicestream.aws.function_url import call_speak
 from voicestream.speak.config import SpeakConfig
 from voicestream.speak.sources import BedrockSettings
 from voicestream.wire.speak import AgentStart, Done, ReplyError, Sentence, SentenceAudio, SpeakEvent, TextDelta
@@ -47,7 +47,7 @@ def speak_server(kokoro_server: LiveServer, bedrock: FakeBedrock) -> Iterator[Sp
 
 async def speak(url: str, body: dict[str, str]) -> list[SpeakEvent]:
     async with asyncio.timeout(HANG_GUARD_S), httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-        return [event async for event in speak_events(client, url, body)]
+        return [event async for event in call_speak(client, url, body, credentials=None)]
 
 
 async def test_the_agent_reply_is_spoken_as_it_streams(
@@ -93,7 +93,7 @@ async def test_disconnect_cancels_the_model_stream(
 ) -> None:
     bedrock.turns = [Turn(deltas=("Sure, here it is.", *(f" Word {i}." for i in range(300))), delay_s=0.02)]
     async with httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-        stream = speak_events(client, speak_server.url, {"prompt": "Talk for a long time."})
+        stream = call_speak(client, speak_server.url, {"prompt": "Talk for a long time."}, credentials=None)
         async for event in stream:
             if isinstance(event, Sentence):
                 break  # hang up once the first sentence is cut

@@ -23,11 +23,11 @@ from tests.support.seams import step_ratio
 from tests.support.server import LiveServer, start_server
 from tests.support.session_client import collect, send_json
 from tests.support.speak_server import SpeakServer, start_speak_server
+from voicestream.aws.function_url import call_speak
 from voicestream.cli import main
 from voicestream.engine.base import AudioChunk, SpeechEngine
 from voicestream.engine.encoders import create_encoder
 from voicestream.kokoro_server import create_app
-from voicestream.speak.client import speak_events
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import ResponseTransport
@@ -91,7 +91,7 @@ async def test_bidi_session(kokoro_server: LiveServer, asr: ModuleType) -> None:
 
 @pytest.mark.parametrize("transport", ["binary", "sse"])
 async def test_invocations(kokoro_server: LiveServer, asr: ModuleType, transport: ResponseTransport) -> None:
-    from voicestream.kokoro_client.invocations import invoke
+    from voicestream.speech.invocations import invoke
 
     result = await invoke(kokoro_server.http_url, TEXT, format="mulaw", sample_rate=RATE, transport=transport)
     assert (result.format, result.sample_rate) == ("mulaw", RATE)
@@ -153,7 +153,7 @@ def speak_server(kokoro_server: LiveServer) -> Iterator[SpeakServer]:
 async def test_speak_function_events(speak_server: SpeakServer, asr: ModuleType, transport: str) -> None:
     body = {"text": TEXT, "format": "mulaw", "transport": transport, "pace": {"tokens_per_s": 200}}
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
-        events = [event async for event in speak_events(client, speak_server.url, body)]
+        events = [event async for event in call_speak(client, speak_server.url, body, credentials=None)]
     start = events[0]
     assert isinstance(start, AgentStart) and (start.format, start.sample_rate) == ("mulaw", RATE)
     heard_right(asr, b"".join(event.data for event in events if isinstance(event, SentenceAudio)))

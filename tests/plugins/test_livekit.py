@@ -18,7 +18,9 @@ from tests.plugins.conftest import ServerProcess
 from voicestream.chunker import SentenceChunker
 from voicestream.integrations.livekit import TTS
 from voicestream.speak.sources import tokenize
+from voicestream.speech import BidiSession, VllmOmniSession
 from voicestream.texts import bench_texts
+from voicestream.wire.vllm_omni import SessionConfig
 
 BOUND_S = 240.0
 LONG = " ".join(f"Sentence number {n} is here to keep the speaker busy for a while." for n in range(12))
@@ -148,3 +150,13 @@ def test_exactly_one_destination() -> None:
 def test_a_rate_the_server_does_not_offer_is_refused() -> None:
     with pytest.raises(ValueError, match="sample_rate must be one of"):
         TTS(url="ws://127.0.0.1:1", sample_rate=11025)
+
+
+def test_the_upstream_picks_the_session_open_session_makes() -> None:
+    # Sessions come from voicestream.speech.open_session: vLLM-Omni needs no code of its own here.
+    qwen = TTS(url="ws://127.0.0.1:1", upstream="vllm-omni", vllm_omni=SessionConfig(voice="vivian"))
+    session = qwen._pool.factory()
+    assert isinstance(session, VllmOmniSession) and session.config is not None
+    assert session.config.voice == "vivian" and qwen.voice is None and qwen.model == "qwen3-tts"
+    kokoro = TTS(url="ws://127.0.0.1:1")
+    assert isinstance(kokoro._pool.factory(), BidiSession) and kokoro.voice == "af_heart"

@@ -35,7 +35,9 @@ from pipecat.workers.runner import WorkerRunner
 from voicestream.chunker import SentenceChunker
 from voicestream.integrations.pipecat import VoicestreamTTSService
 from voicestream.speak.sources import tokenize
+from voicestream.speech import BidiSession, VllmOmniSession
 from voicestream.texts import bench_texts
+from voicestream.wire.vllm_omni import SessionConfig
 
 BOUND_S = 240.0
 
@@ -220,3 +222,12 @@ def test_exactly_one_destination() -> None:
         VoicestreamTTSService()
     with pytest.raises(ValueError, match="region"):
         VoicestreamTTSService(endpoint_name="kokoro")
+
+
+async def test_the_upstream_picks_the_session_open_session_makes() -> None:
+    # Sessions come from voicestream.speech.open_session: vLLM-Omni needs no code of its own here.
+    config = SessionConfig(voice="vivian")
+    qwen = VoicestreamTTSService(url="ws://127.0.0.1:1", upstream="vllm-omni", vllm_omni=config)
+    session = qwen._open_session()
+    assert isinstance(session, VllmOmniSession) and session.config == config
+    assert isinstance(VoicestreamTTSService(url="ws://127.0.0.1:1")._open_session(), BidiSession)

@@ -17,8 +17,8 @@ from tests.sam.conftest import REGION, Transform
 from tests.sam.moto_stack import create_stack
 from tests.sam.test_template import conditions, resolve, role_statements, statement_for
 from voicestream.env import Env
-from voicestream.kokoro_client import VllmOmniSession
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import VllmOmniSession
 
 QWEN3 = {"SpeechModel": "qwen3-tts"}
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"

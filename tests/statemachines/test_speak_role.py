@@ -22,8 +22,8 @@ from tests.support.fake_sagemaker import FakeSageMakerRuntime
 from tests.support.iam.asgi import ActingAs
 from tests.support.iam.audit import IamAudit
 from tests.support.server import LiveServer, start_server
+from voicestream.aws.function_url import call_speak
 from voicestream.speak.app import create_app
-from voicestream.speak.client import speak_events
 from voicestream.speak.config import SpeakConfig
 from voicestream.speak.sources import BedrockSettings
 from voicestream.wire.speak import Done, SentenceAudio
@@ -63,7 +63,9 @@ async def test_a_prompted_reply_uses_only_what_the_speak_role_grants(
     speak_url: str, bedrock: FakeBedrock, iam_audit: IamAudit
 ) -> None:
     async with asyncio.timeout(120), httpx.AsyncClient(timeout=120) as client:
-        events = [e async for e in speak_events(client, speak_url, {"prompt": "When?", "transport": "binary"})]
+        events = [
+            e async for e in call_speak(client, speak_url, {"prompt": "When?", "transport": "binary"}, credentials=None)
+        ]
 
     done = events[-1]
     assert isinstance(done, Done) and done.status == "complete", done

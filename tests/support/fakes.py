@@ -6,7 +6,7 @@
   at the samples of the characters before it, and each chunk carries the words that start in it.
   `G2PToneEngine` is one whose work check runs a real `G2P` worker pool (with a test builder).
 - `MemoryChannel`: the WebSocket as `ServerSession` sees it (its `Channel` protocol), in memory.
-- `MemoryTransport`: a `kokoro_client.Transport` wired straight to a real `ServerSession` on the
+- `MemoryTransport`: a `speech.Transport` wired straight to a real `ServerSession` on the
   same event loop through a `MemoryChannel`, so the real client talks to the real server
   session with nothing but queues between them. Frames keep their kind (text or binary) and a
   close keeps its code, exactly as a WebSocket carries them.
@@ -29,10 +29,10 @@ import numpy as np
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
 from voicestream.engine.g2p import G2P
 from voicestream.engine.voices import OFFICIAL_VOICES
-from voicestream.kokoro_client.errors import ConnectionLostError, SessionClosedError, SessionConnectError
-from voicestream.kokoro_client.transport import FrameMode, Payload
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
+from voicestream.speech.errors import ConnectionLostError, SessionClosedError, SessionConnectError
+from voicestream.speech.transport import FrameMode, Payload
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
 
 Message = MutableMapping[str, Any]

@@ -3,7 +3,7 @@ Shared by the word-timing test and benchmarks/word_timings.py."""
 
 from __future__ import annotations
 
-from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted
+from voicestream.speech import Audio, BidiSession, RequestCompleted
 
 Timed = tuple[str, float, float]  # word, start_s, end_s
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.fakes import MemoryTransport, ScriptedTransport, Step, ToneEngine, started_runtime
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     Cancelled,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     BidiSession,
     Cancelled,
@@ -339,6 +339,18 @@ async def test_close_ends_the_events_with_session_closed() -> None:
     assert events == [SessionClosed(reason="close")]
     assert server.closed
     assert [m["type"] for m in sent(server)] == ["session.config", "session.close"]
+
+
+async def test_is_open_follows_the_shared_lifecycle() -> None:
+    # `is_open` comes from SessionLifecycle, so LiveKit's session pool can reuse this session too.
+    session = session_over(ScriptedTransport())
+    assert not session.is_open
+    await session.connect()
+    assert session.is_open
+    await session.close()
+    assert not session.is_open
+    with pytest.raises(SessionClosedError):
+        await session.connect()
 
 
 def test_the_session_streams_pcm_only() -> None:

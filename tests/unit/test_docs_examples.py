@@ -54,5 +54,5 @@ def test_every_voicestream_name_an_example_imports_exists(block: str) -> None:
 
 def test_a_renamed_event_is_caught() -> None:
     # docs/client.md's example imported this name after the event became RequestCompleted.
-    stale = "from voicestream.kokoro_client import Audio, SynthesisComplete\n"
-    assert missing_names(stale) == ["voicestream.kokoro_client.SynthesisComplete"]
+    stale = "from voicestream.speech import Audio, SynthesisComplete\n"
+    assert missing_names(stale) == ["voicestream.speech.SynthesisComplete"]

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from voicestream.kokoro_client.errors import SessionTimeoutError
-from voicestream.kokoro_client.inbox import Inbox
+from voicestream.speech.errors import SessionTimeoutError
+from voicestream.speech.inbox import Inbox
 
 
 async def test_a_put_wakes_a_waiting_consumer_and_items_keep_their_order() -> None:

@@ -165,7 +165,7 @@ async def test_config_sets_the_rate_and_a_request_overrides_it() -> None:
 
 
 def test_vllm_omni_refuses_g711_and_other_rates() -> None:
-    from voicestream.kokoro_client.vllm_omni import refused_options
+    from voicestream.speech.vllm_omni import refused_options
 
     assert refused_options(None, "pcm", 24000) is None and refused_options(None, "wav") is None
     for audio_format in ("mulaw", "alaw", "mp3"):

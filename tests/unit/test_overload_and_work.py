@@ -27,7 +27,10 @@ from tests.support.fakes import (
 )
 from tests.support.g2p_builders import build_echo, hold
 from voicestream.engine.g2p import G2P, G2PSettings
-from voicestream.kokoro_client import (
+from voicestream.kokoro_server.session import ServerSession
+from voicestream.speak.run import run_bidi
+from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speech import (
     Audio,
     BidiSession,
     Event,
@@ -36,9 +39,6 @@ from voicestream.kokoro_client import (
     SessionConnectError,
     SessionTimeoutError,
 )
-from voicestream.kokoro_server.session import ServerSession
-from voicestream.speak.run import run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
 from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import parse_control_frame
 from voicestream.wire.speak import Done, ReplyError

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from voicestream.env import ConfigError, Env
-from voicestream.kokoro_client import BidiSession, VllmOmniSession
 from voicestream.speak.config import SpeakConfig
+from voicestream.speech import BidiSession, VllmOmniSession
 from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.vllm_omni import SessionConfig
 

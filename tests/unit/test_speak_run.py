@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.support.fakes import MemoryTransport, ScriptedTransport, ToneEngine, started_runtime
-from voicestream.kokoro_client import BidiSession
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speak.run import SpeakOptions, run_batch, run_bidi
 from voicestream.speak.sources import Pace, ReplaySource, TextSourceError
+from voicestream.speech import BidiSession
 from voicestream.wire.speak import (
     AgentStart,
     Done,

@@ -12,21 +12,12 @@ import pytest
 from tests.support.clocks import ManualClock
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
 from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices
-from voicestream.integrations.stream_metrics import StreamClock, percentile
-from voicestream.kokoro_client import SpeechSession, Transport, VllmOmniSession
+from voicestream.integrations.stream_metrics import StreamClock
+from voicestream.speech import SpeechSession, Transport, VllmOmniSession
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import SessionConfig
 
 PCM = b"\x01\x00" * 2400  # 100 ms
-
-
-def test_percentiles() -> None:
-    assert percentile([], 0.5) is None
-    assert percentile([4.0], 0.95) == 4.0
-    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert percentile([10.0, 0.0, 20.0], 0.95) == pytest.approx(19.0)
-    with pytest.raises(ValueError):
-        percentile([1.0], 1.5)
 
 
 def test_metrics_of_a_run_by_hand() -> None:

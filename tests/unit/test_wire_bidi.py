@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from voicestream.wire.bidi import (
     Cancel,
     Cancelled,
+    ClientMessage,
     Close,
     Config,
     Limits,
@@ -21,6 +22,7 @@ from voicestream.wire.bidi import (
     SynthesisComplete,
     SynthesisStart,
     Synthesize,
+    encode_client_message,
     encode_server_message,
     parse_client_message,
     parse_invocation_request,
@@ -134,6 +136,23 @@ def test_server_messages_round_trip(message: ServerMessage) -> None:
     assert body["type"] == message.type
     assert parse_server_message(text) == message
     assert parse_server_message(text.encode()) == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Synthesize(text="Grüße, 世界.", request_id="a", voice="af_heart", speed=1.25, format="wav", words=True),
+        Synthesize(text="Hi."),
+        Config(voice="am_adam"),
+        Cancel(),
+        Ping(),
+        Close(),
+    ],
+)
+def test_client_messages_round_trip(message: ClientMessage) -> None:
+    text = encode_client_message(message)
+    assert text.startswith(f'{{"type":"{message.type}"') and "null" not in text  # unset fields omitted
+    assert parse_client_message(text) == message
 
 
 def test_encoded_error_omits_a_missing_request_id() -> None:

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from tests.support.fakes import MemoryTransport, ToneEngine, started_runtime
-from voicestream.kokoro_client import Audio, BidiSession, Cancelled, RequestCompleted, Words
 from voicestream.speak.run import SpeakOptions, run_bidi
 from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speech import Audio, BidiSession, Cancelled, RequestCompleted, Words
 from voicestream.wire.bidi import (
     SAMPLE_RATE,
     Synthesize,

@@ -1,8 +1,9 @@
 """The deployed speak function's URL (AuthType AWS_IAM), signed with the caller's credentials.
 
-- `call_speak`: POST /speak signed for service `lambda`, the reply's events as they stream
-  (binary frames or SSE, `wire.speak.SpeakStreamDecoder`). What AWS or the function refuses
-  becomes one `FunctionUrlError` whose message is one clear line: the 403 of a caller without
+- `call_speak`: POST /speak signed for service `lambda` (or unsigned, to a speak function served
+  locally), the reply's events as they stream (binary frames or SSE,
+  `wire.speak.SpeakStreamDecoder`). What AWS or the function refuses becomes one
+  `FunctionUrlError` whose message is one clear line: the 403 of a caller without
   lambda:InvokeFunctionUrl, the 429 of throttling, the function's own 4xx body.
 - `SpeakProxy`: an ASGI endpoint that forwards a browser's POST /speak to the URL, signing it
   server-side, and streams the answer back unchanged (the browser never holds AWS keys).
@@ -101,25 +102,28 @@ async def call_speak(
     url: str,
     request: Mapping[str, Any],
     *,
-    credentials: Any,
+    credentials: Any | None,
     region: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> AsyncGenerator[SpeakEvent]:
-    """POST `request` to the function's /speak, signed, and yield the reply's events.
+    """POST `request` to the function's /speak and yield the reply's events: signed (SigV4 for
+    `lambda` in `region`, default the URL's own) with `credentials`, unsigned with None (a speak
+    function served locally). `headers` go along (and are signed).
 
     The transport is the request's own (`"transport"`, default binary here). Raises
     `FunctionUrlError` for a refusal or a broken stream."""
     body = {"transport": "binary", **request}
     raw = json.dumps(body).encode()
     target = speak_url(url)
-    region = resolve_region(url, region)
-    headers = signed_headers(
-        "POST", target, raw, region=region, credentials=credentials, headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json", **(headers or {})}
+    if credentials is not None:
+        region = resolve_region(url, region)
+        headers = signed_headers("POST", target, raw, region=region, credentials=credentials, headers=headers)
     decoder = SpeakStreamDecoder(body["transport"])
     try:
         async with client.stream("POST", target, content=raw, headers=headers) as response:
             if response.status_code != 200:
-                raise refusal(response.status_code, await response.aread(), region)
+                raise refusal(response.status_code, await response.aread(), region or "its region")
             async for chunk in response.aiter_raw():
                 for event in decoder.feed(chunk):
                     yield event

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
 from voicestream.clients.audio_out import AudioSink
-from voicestream.kokoro_client import BidiSession
 from voicestream.speak.run import SessionFactory, SpeakOptions, run_bidi
 from voicestream.speak.sources import TextSource
+from voicestream.speech import UpstreamSettings, open_session
 from voicestream.wire.errors import CodedError
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio
 
@@ -84,17 +84,17 @@ def session_factory(
     session's HTTP/2 client from `http_client_factory` when given, else awscrt's)."""
     if bool(url) == bool(endpoint):
         raise CodedError("give exactly one of --url (a Kokoro server) or --endpoint (a SageMaker endpoint)", status=400)
-    if url:
-        return lambda: BidiSession.websocket(url, silence_timeout=silence_timeout_s, words=True)
-    if not region:
+    if endpoint and not region:
         raise CodedError("--endpoint needs a region: --region, AWS_REGION or AWS_DEFAULT_REGION", status=400)
-    assert endpoint is not None
-
-    def sagemaker_session() -> BidiSession:
-        options: dict[str, Any] = {} if http_client_factory is None else {"http_client": http_client_factory()}
-        return BidiSession.sagemaker(endpoint, region, silence_timeout=silence_timeout_s, words=True, **options)
-
-    return sagemaker_session
+    where = UpstreamSettings(
+        url=url,
+        endpoint=endpoint,
+        region=region,
+        words=True,
+        silence_timeout=silence_timeout_s,
+        http_client_factory=http_client_factory,
+    )
+    return lambda: open_session(where)
 
 
 async def speak(

@@ -38,20 +38,24 @@ from livekit.agents import (
 from livekit.agents.types import TimedString
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
-    BidiSession,
     ErrorMessage,
     RequestCompleted,
     SessionClosed,
     SessionError,
+    SpeechSession,
     SynthesisStart,
+    Upstream,
+    UpstreamSettings,
     Words,
+    open_session,
 )
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, SAMPLE_RATES
+from voicestream.wire.vllm_omni import SessionConfig
 from voicestream.wire.words import WordTiming
 
-SessionFactory = Callable[[], BidiSession]
+SessionFactory = Callable[[], SpeechSession]
 MIME_TYPE = "audio/pcm"
 
 
@@ -61,10 +65,10 @@ class _SessionPool:
     def __init__(self, factory: SessionFactory, max_idle: int = 1) -> None:
         self.factory = factory
         self.max_idle = max_idle
-        self._idle: list[BidiSession] = []
+        self._idle: list[SpeechSession] = []
         self._prewarm: asyncio.Task[None] | None = None
 
-    async def acquire(self) -> BidiSession:
+    async def acquire(self) -> SpeechSession:
         if self._prewarm is not None:
             await asyncio.gather(self._prewarm, return_exceptions=True)
             self._prewarm = None
@@ -79,7 +83,7 @@ class _SessionPool:
             raise APIConnectionError(f"voicestream: cannot open the speech session: {error}") from error
         return session
 
-    async def release(self, session: BidiSession, reusable: bool) -> None:
+    async def release(self, session: SpeechSession, reusable: bool) -> None:
         if reusable and session.is_open and len(self._idle) < self.max_idle:
             self._idle.append(session)
             return
@@ -125,12 +129,14 @@ class TTS(tts.TTS):
         endpoint_name: str | None = None,
         region: str | None = None,
         session_factory: SessionFactory | None = None,
-        voice: str = DEFAULT_VOICE,
+        upstream: Upstream = "kokoro",
+        vllm_omni: SessionConfig | None = None,
+        voice: str | None = None,
         speed: float | None = None,
         first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
         sample_rate: int = SAMPLE_RATE,
     ) -> None:
-        """Exactly one of `url` (a Kokoro server), `endpoint_name` (+ `region`: a SageMaker
+        """Exactly one of `url` (a speech server), `endpoint_name` (+ `region`: a SageMaker
         endpoint, needs voicestream's aws extra) or `session_factory`. `sample_rate`: the rate
         the agent's audio runs at (one of wire.bidi.SAMPLE_RATES; e.g. 8000 or 16000 for a SIP
         room): the server delivers that rate, resampled once and statefully, so LiveKit has
@@ -142,18 +148,20 @@ class TTS(tts.TTS):
         if endpoint_name and not region:
             raise ValueError("endpoint_name needs region")
         if session_factory is None:
-            if url:
-                server = url
-                session_factory = lambda: BidiSession.websocket(server, words=True)  # noqa: E731
-            else:
-                endpoint, where = str(endpoint_name), str(region)
-                session_factory = lambda: BidiSession.sagemaker(endpoint, where, words=True)  # noqa: E731
+            # `upstream` "vllm-omni" speaks to Qwen3-TTS (`vllm_omni`: its voice, language...).
+            where = UpstreamSettings(
+                upstream, url=url, endpoint=endpoint_name, region=region, vllm_omni=vllm_omni, words=True
+            )
+            session_factory = lambda: open_session(where)  # noqa: E731
+        if voice is None:  # vLLM-Omni's voice is its session config's
+            voice = DEFAULT_VOICE if upstream == "kokoro" else None
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=True),
             sample_rate=sample_rate,
             num_channels=1,
         )
         self.voice = voice
+        self.upstream = upstream
         self.speed = speed
         self.first_clause_min_words = first_clause_min_words
         self._pool = _SessionPool(session_factory)
@@ -161,7 +169,7 @@ class TTS(tts.TTS):
 
     @property
     def model(self) -> str:
-        return "kokoro-82m"
+        return "kokoro-82m" if self.upstream == "kokoro" else "qwen3-tts"
 
     @property
     def provider(self) -> str:
@@ -188,7 +196,7 @@ class TTS(tts.TTS):
         await self._pool.aclose()
 
 
-async def _finish(pool: _SessionPool, session: BidiSession, outstanding: bool) -> None:
+async def _finish(pool: _SessionPool, session: SpeechSession, outstanding: bool) -> None:
     """Give a session back, or cancel what it still has in flight and close it."""
     if outstanding:
         with contextlib.suppress(SessionError):

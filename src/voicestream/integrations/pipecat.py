@@ -7,7 +7,7 @@ How it maps onto Pipecat's TTS base (pipecat-ai 1.14, `TTSService`):
 
 - Text aggregation is ours: the service asks Pipecat for TOKEN mode, so every LLM token reaches
   `run_tts`, and feeds voicestream's `SentenceChunker` (fast first clause, then sentences) per
-  audio context. Each piece goes into the open session at once (`BidiSession.send` is
+  audio context. Each piece goes into the open session at once (`SpeechSession.send` is
   pipelined: sentence 2 is synthesized while sentence 1 plays); `flush_audio` (the end of the
   LLM's reply, or of a `TTSSpeakFrame`) sends what is left.
 - Audio: one receive task reads the session's events and appends each request's audio to its
@@ -48,20 +48,24 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
-    BidiSession,
     Cancelled,
     ErrorMessage,
     RequestCompleted,
     SessionClosed,
     SessionError,
+    SpeechSession,
     SynthesisStart,
+    Upstream,
+    UpstreamSettings,
     Words,
+    open_session,
 )
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, SAMPLE_RATES
+from voicestream.wire.vllm_omni import SessionConfig
 
-SessionFactory = Callable[[], BidiSession]
+SessionFactory = Callable[[], SpeechSession]
 logger = logging.getLogger(__name__)
 
 
@@ -85,25 +89,28 @@ class VoicestreamTTSService(TTSService):
         endpoint_name: str | None = None,
         region: str | None = None,
         session_factory: SessionFactory | None = None,
-        voice: str = DEFAULT_VOICE,
+        upstream: Upstream = "kokoro",
+        vllm_omni: SessionConfig | None = None,
+        voice: str | None = None,
         speed: float | None = None,
         first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
         keepalive_s: float = 60.0,
         **kwargs: Any,
     ) -> None:
-        """Exactly one of `url` (a Kokoro server), `endpoint_name` (+ `region`: a SageMaker
+        """Exactly one of `url` (a speech server), `endpoint_name` (+ `region`: a SageMaker
         endpoint, needs voicestream's aws extra) or `session_factory` (tests, custom transports)."""
         if sum(bool(x) for x in (url, endpoint_name, session_factory)) != 1:
             raise ValueError("give exactly one of url, endpoint_name or session_factory")
         if endpoint_name and not region:
             raise ValueError("endpoint_name needs region")
         if session_factory is None:
-            if url:
-                server = url
-                session_factory = lambda: BidiSession.websocket(server, words=True)  # noqa: E731
-            else:
-                endpoint, where = str(endpoint_name), str(region)
-                session_factory = lambda: BidiSession.sagemaker(endpoint, where, words=True)  # noqa: E731
+            # `upstream` "vllm-omni" speaks to Qwen3-TTS (`vllm_omni`: its voice, language...).
+            where = UpstreamSettings(
+                upstream, url=url, endpoint=endpoint_name, region=region, vllm_omni=vllm_omni, words=True
+            )
+            session_factory = lambda: open_session(where)  # noqa: E731
+        if voice is None:  # vLLM-Omni's voice is its session config's
+            voice = DEFAULT_VOICE if upstream == "kokoro" else None
         # Pipecat ends an audio context that stays silent this long. Ours end on their own (the
         # last request's synthesis_complete), so this is only a safety net; Pipecat's default
         # of 3 s is shorter than a first sentence takes on a busy CPU.
@@ -113,14 +120,16 @@ class VoicestreamTTSService(TTSService):
             push_text_frames=False,  # words come timed from the server (TTSTextFrame in step with audio)
             push_start_frame=True,
             push_stop_frames=True,
-            settings=TTSSettings(model="kokoro-82m", voice=voice, language=None),
+            settings=TTSSettings(
+                model="kokoro-82m" if upstream == "kokoro" else "qwen3-tts", voice=voice, language=None
+            ),
             **kwargs,
         )
         self._open_session = session_factory
         self._speed = speed
         self._first_clause_min_words = first_clause_min_words
         self._keepalive_s = keepalive_s
-        self._session: BidiSession | None = None
+        self._session: SpeechSession | None = None
         self._receive_task: asyncio.Task[None] | None = None
         self._keepalive_task: asyncio.Task[None] | None = None
         self._connect_lock = asyncio.Lock()
@@ -154,7 +163,7 @@ class VoicestreamTTSService(TTSService):
         await super().cancel(frame)
         await self._close_session(cancel=True)
 
-    async def _ensure_session(self) -> BidiSession | None:
+    async def _ensure_session(self) -> SpeechSession | None:
         async with self._connect_lock:
             if self._session is not None:
                 return self._session
@@ -186,7 +195,7 @@ class VoicestreamTTSService(TTSService):
         self._context_of.clear()
         self._contexts.clear()
 
-    async def _keepalive(self, session: BidiSession) -> None:
+    async def _keepalive(self, session: SpeechSession) -> None:
         # The server closes a session after VOICESTREAM_IDLE_TIMEOUT_S without a message.
         while True:
             await asyncio.sleep(self._keepalive_s)
@@ -252,7 +261,7 @@ class VoicestreamTTSService(TTSService):
 
     # --- audio out -----------------------------------------------------------------------------
 
-    async def _receive(self, session: BidiSession) -> None:
+    async def _receive(self, session: SpeechSession) -> None:
         try:
             async for event in session.events():
                 if isinstance(event, Audio):
@@ -279,7 +288,7 @@ class VoicestreamTTSService(TTSService):
         self._receive_task = None
         await self._drop_session(session)
 
-    async def _drop_session(self, session: BidiSession) -> None:
+    async def _drop_session(self, session: SpeechSession) -> None:
         if self._session is session:
             self._session = None
             if self._keepalive_task is not None:

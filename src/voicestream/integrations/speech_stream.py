@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     ErrorMessage,
@@ -23,7 +23,7 @@ from voicestream.kokoro_client import (
     SpeechSession,
     Upstream,
 )
-from voicestream.kokoro_client.upstream import session_for
+from voicestream.speech.upstream import UpstreamSettings, open_session
 from voicestream.wire.bidi import PCM_SAMPLE_WIDTH, SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
@@ -48,7 +48,15 @@ class UpstreamChoice:
         vllm_omni = None
         if self.upstream == "vllm-omni":
             vllm_omni = SessionConfig(voice=voice or VLLM_OMNI_VOICE, language=language or "Auto")
-        return session_for(self.upstream, url=self.url, endpoint=self.endpoint, region=self.region, vllm_omni=vllm_omni)
+        where = UpstreamSettings(
+            self.upstream,
+            url=self.url,
+            endpoint=self.endpoint,
+            region=self.region,
+            vllm_omni=vllm_omni,
+            silence_timeout=60.0,
+        )
+        return open_session(where)
 
 
 def upstream_choices(

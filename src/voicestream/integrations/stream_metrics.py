@@ -15,23 +15,12 @@ Standard library only: the numbers are small, and tests compute them by hand.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-def percentile(values: Sequence[float], fraction: float) -> float | None:
-    """Linear-interpolated percentile (`fraction` in [0, 1]) of `values`; None when empty."""
-    if not values:
-        return None
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+from voicestream.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -91,8 +80,8 @@ class StreamClock:
             first_audio_ms=(self.arrivals[0] - self.started_at) * 1000 if self.arrivals else None,
             audio_ms=audio_ms,
             real_time_factor=elapsed_ms / audio_ms if audio_ms > 0 else None,
-            jitter_p50_ms=percentile(gaps, 0.5),
-            jitter_p95_ms=percentile(gaps, 0.95),
+            jitter_p50_ms=percentile(gaps, 50) if gaps else None,
+            jitter_p95_ms=percentile(gaps, 95) if gaps else None,
             end_to_end_ms=elapsed_ms if self.ended_at is not None else None,
             chunks=len(self.arrivals),
             status=self.status,

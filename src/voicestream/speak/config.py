@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from voicestream.env import ConfigError, Env
-from voicestream.kokoro_client import UPSTREAMS, BidiSession, Upstream, VllmOmniSession
-from voicestream.kokoro_client.vllm_omni import refused_options
+from voicestream.speech import UPSTREAMS, Upstream
+from voicestream.speech.upstream import UpstreamSettings, open_session
+from voicestream.speech.vllm_omni import refused_options
 from voicestream.wire.bidi import AudioFormat
 from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_DEFAULT_VOICE
 from voicestream.wire.vllm_omni import SessionConfig, SplitGranularity, TaskType, VllmOmniError
@@ -101,28 +102,18 @@ class SpeakConfig:
 
     def session_factory(self) -> SessionFactory:
         """Unopened sessions to the configured speech server, one per reply."""
-        url, endpoint, region = self.speech_url, self.sagemaker_endpoint, self.region
-        connect, silence, close = self.connect_timeout_s, self.silence_timeout_s, self.close_timeout_s
-        if self.upstream == "vllm-omni":
-            config = self.vllm_omni
-            if url:
-                return lambda: VllmOmniSession.websocket(
-                    url, config, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-                )
-            assert endpoint and region  # checked in __post_init__
-            return lambda: VllmOmniSession.sagemaker(
-                endpoint, region, config, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-            )
-        if url:
-            return lambda: BidiSession.websocket(
-                url, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-            )
-        assert endpoint and region  # checked in __post_init__
-        http_client = self.sagemaker_http_client
-        return lambda: BidiSession.sagemaker(
-            endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close,
-            **({"http_client": http_client()} if http_client else {}),
-        )  # fmt: skip
+        settings = UpstreamSettings(
+            self.upstream,
+            url=self.speech_url,
+            endpoint=None if self.speech_url else self.sagemaker_endpoint,
+            region=self.region,
+            vllm_omni=self.vllm_omni if self.upstream == "vllm-omni" else None,
+            connect_timeout=self.connect_timeout_s,
+            silence_timeout=self.silence_timeout_s,
+            close_timeout=self.close_timeout_s,
+            http_client_factory=self.sagemaker_http_client,
+        )
+        return lambda: open_session(settings)
 
     @classmethod
     def from_env(cls, env: Env | None = None, *, kokoro_ws_url: str | None = None) -> SpeakConfig:

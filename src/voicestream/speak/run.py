@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     RequestCompleted,

@@ -279,6 +279,16 @@ def encode_server_message(message: ServerMessage) -> str:
     return json.dumps(server_message_dict(message), separators=(",", ":"))
 
 
+def encode_client_message(message: ClientMessage) -> str:
+    """The JSON text of a client message: `type` first, unset (None) fields omitted."""
+    body: dict[str, Any] = {"type": message.type}
+    for spec in fields(message):
+        value = getattr(message, spec.name)
+        if value is not None:
+            body[spec.name] = value
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
 def parse_server_message(payload: bytes | str) -> ServerMessage:
     """Decode a control frame the server sent (the client side of the contract)."""
     body = decode_json_object(payload)

@@ -31,7 +31,7 @@ from voicestream.aws.deploy.progress import Progress, Steps
 from voicestream.aws.deploy.sam import run_sam
 from voicestream.aws.deploy.stack import CAPABILITIES, Stack, describe, set_parameters
 from voicestream.aws.deploy.target import AwsTarget, connect
-from voicestream.kokoro_client.speech import SPEECH_MODELS
+from voicestream.speech.base import SPEECH_MODELS
 
 Builder = Literal["auto", "docker", "codebuild"]
 FetchModel = Callable[[Path, str, Progress], Path]

@@ -28,21 +28,21 @@ import httpx
 
 from voicestream.aws.sigv4 import SigningError, caller_credentials, signed_headers
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     SPEECH_MODELS,
-    BidiSession,
+    UPSTREAM_OF,
     RequestCompleted,
     SessionError,
     SpeechModel,
     SpeechSession,
-    VllmOmniSession,
+    UpstreamSettings,
+    open_session,
 )
+from voicestream.stats import Summary, ratio, summarize
 from voicestream.texts import paragraph
 from voicestream.wire.errors import CodedError, ErrorMessage
 from voicestream.wire.framing import FrameError
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio, SpeakStreamDecoder
-
-from .stats import Summary, ratio, summarize
 
 Mode = Literal["bidi", "batch"]
 
@@ -108,18 +108,14 @@ class Benchmarker:
 
     def _session(self, settings: BenchmarkSettings) -> SpeechSession:
         """A session in the endpoint's protocol: Kokoro's bidi route or vLLM-Omni's speech stream."""
-        if settings.speech_model == "qwen3-tts":
-            return VllmOmniSession.sagemaker(
-                settings.endpoint_name,
-                settings.region,
-                http_client_factory=self.http_client_factory,
+        return open_session(
+            UpstreamSettings(
+                UPSTREAM_OF[settings.speech_model],
+                endpoint=settings.endpoint_name,
+                region=settings.region,
                 silence_timeout=settings.silence_timeout_s,
+                http_client_factory=self.http_client_factory,
             )
-        options: dict[str, Any] = {}
-        if self.http_client_factory is not None:
-            options["http_client"] = self.http_client_factory()
-        return BidiSession.sagemaker(
-            settings.endpoint_name, settings.region, silence_timeout=settings.silence_timeout_s, **options
         )
 
     async def _speak_on_session(self, settings: BenchmarkSettings, pieces: Sequence[str]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     SPEECH_MODELS,
     Audio,
     BidiSession,
@@ -43,6 +43,8 @@ from voicestream.kokoro_client import (
     SessionError,
     SessionTimeoutError,
     SpeechModel,
+    UpstreamSettings,
+    open_session,
 )
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import ErrorCode, ErrorMessage
@@ -172,17 +174,16 @@ class EndpointValidator:
     # -- the bidirectional session -------------------------------------------------------------
 
     async def _bidi_checks(self, settings: ValidationSettings) -> list[Check]:
-        options: dict[str, Any] = {}
-        if self.http_client_factory is not None:
-            options["http_client"] = self.http_client_factory()
-        session = BidiSession.sagemaker(
-            settings.endpoint_name,
-            settings.region,
-            frames="binary",
-            connect_timeout=settings.connect_timeout_s,
-            silence_timeout=settings.silence_timeout_s,
-            **options,
+        session = open_session(
+            UpstreamSettings(
+                endpoint=settings.endpoint_name,
+                region=settings.region,
+                connect_timeout=settings.connect_timeout_s,
+                silence_timeout=settings.silence_timeout_s,
+                http_client_factory=self.http_client_factory,
+            )
         )
+        assert isinstance(session, BidiSession)  # the malformed-message check writes to its transport
         started = time.perf_counter()
         try:
             await session.connect()

@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from voicestream.kokoro_client import (
+from voicestream.speech import (
     Audio,
     Cancelled,
     ErrorMessage,
     RequestCompleted,
     SessionError,
+    UpstreamSettings,
     VllmOmniSession,
+    open_session,
 )
 from voicestream.wire.vllm_omni import SessionConfig
 
@@ -42,14 +44,18 @@ AFTER_CANCEL_TEXT = "And this one is spoken in full after the interruption."
 
 
 async def vllm_omni_checks(settings: ValidationSettings, http_client_factory: Callable[[], Any] | None) -> list[Check]:
-    session = VllmOmniSession.sagemaker(
-        settings.endpoint_name,
-        settings.region,
-        VOICE_CONFIG,
-        http_client_factory=http_client_factory,
-        connect_timeout=settings.connect_timeout_s,
-        silence_timeout=max(settings.silence_timeout_s, FIRST_REQUEST_S),
+    session = open_session(
+        UpstreamSettings(
+            "vllm-omni",
+            endpoint=settings.endpoint_name,
+            region=settings.region,
+            vllm_omni=VOICE_CONFIG,
+            connect_timeout=settings.connect_timeout_s,
+            silence_timeout=max(settings.silence_timeout_s, FIRST_REQUEST_S),
+            http_client_factory=http_client_factory,
+        )
     )
+    assert isinstance(session, VllmOmniSession)  # the checks read its connections and pairs
     started = time.perf_counter()
     try:
         await session.connect()

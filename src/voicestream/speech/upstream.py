@@ -5,56 +5,76 @@ SageMaker endpoint"."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from voicestream.wire.bidi import SAMPLE_RATE, AudioFormat, audio_unit_bytes
 from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.vllm_omni import SessionConfig
 
+from .base import UPSTREAMS, SpeechSession, Upstream
 from .errors import ConnectionLostError
 from .events import Audio, Cancelled, ErrorMessage, RequestCompleted, RequestTimings, SynthesisStart
-from .session import BidiSession, RequestFailedError
-from .speech import UPSTREAMS, SpeechSession, Upstream
+from .kokoro import BidiSession, RequestFailedError
 from .vllm_omni import VllmOmniSession
 
 
-def session_for(
-    upstream: Upstream,
-    *,
-    url: str | None = None,
-    endpoint: str | None = None,
-    region: str | None = None,
-    vllm_omni: SessionConfig | None = None,
-    connect_timeout: float = 15.0,
-    silence_timeout: float = 60.0,
-    close_timeout: float = 10.0,
-) -> SpeechSession:
-    """An unopened session: to a server's `url` (WebSocket), or to a SageMaker `endpoint` in
-    `region` (the AWS credentials of the standard chain sign it). `vllm_omni` is vLLM-Omni's
-    session-level config (voice, language, instructions, reference audio)."""
-    if upstream not in UPSTREAMS:
-        choices = ", ".join(UPSTREAMS)
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"upstream must be one of {choices}, got {upstream!r}")
-    if bool(url) == bool(endpoint):
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, "give exactly one of a server URL or a SageMaker endpoint name")
-    if endpoint and not region:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"the SageMaker endpoint {endpoint!r} needs its region")
-    connect, silence, close = connect_timeout, silence_timeout, close_timeout
-    if upstream == "vllm-omni":
-        if url:
-            return VllmOmniSession.websocket(
-                url, vllm_omni, connect_timeout=connect, silence_timeout=silence, close_timeout=close
+@dataclass(frozen=True)
+class UpstreamSettings:
+    """Where a speech session goes and how it behaves: all `open_session` needs.
+
+    Exactly one of `url` (a server, over WebSocket) or `endpoint` (a SageMaker endpoint in
+    `region`, signed with the standard AWS credential chain). `vllm_omni` is vLLM-Omni's
+    session-level config (voice, language, instructions, reference audio); `words` asks Kokoro
+    for word timings (vLLM-Omni has none). `silence_timeout` None keeps the session's own default
+    (vLLM-Omni's is longer: its first request may wait for torch.compile). `http_client_factory`
+    makes each SageMaker connection's HTTP client (tests pass a fake SageMaker's).
+    """
+
+    upstream: Upstream = "kokoro"
+    url: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
+    vllm_omni: SessionConfig | None = None
+    words: bool = False
+    connect_timeout: float = 15.0
+    silence_timeout: float | None = None
+    close_timeout: float = 10.0
+    http_client_factory: Callable[[], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.upstream not in UPSTREAMS:
+            choices = ", ".join(UPSTREAMS)
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"upstream must be one of {choices}, got {self.upstream!r}")
+        if bool(self.url) == bool(self.endpoint):
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST, "give exactly one of a server URL or a SageMaker endpoint name"
             )
-        assert endpoint is not None and region is not None
+        if self.endpoint and not self.region:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"the SageMaker endpoint {self.endpoint!r} needs its region")
+
+
+def open_session(settings: UpstreamSettings) -> SpeechSession:
+    """An unopened session to the upstream `settings` name: the one place that chooses between
+    `BidiSession` and `VllmOmniSession`, WebSocket and SageMaker."""
+    s = settings
+    options: dict[str, Any] = {"connect_timeout": s.connect_timeout, "close_timeout": s.close_timeout}
+    if s.silence_timeout is not None:
+        options["silence_timeout"] = s.silence_timeout
+    if s.upstream == "vllm-omni":
+        if s.url:
+            return VllmOmniSession.websocket(s.url, s.vllm_omni, **options)
+        assert s.endpoint and s.region  # checked in __post_init__
         return VllmOmniSession.sagemaker(
-            endpoint, region, vllm_omni, connect_timeout=connect, silence_timeout=silence, close_timeout=close
+            s.endpoint, s.region, s.vllm_omni, http_client_factory=s.http_client_factory, **options
         )
-    if url:
-        return BidiSession.websocket(url, connect_timeout=connect, silence_timeout=silence, close_timeout=close)
-    assert endpoint is not None and region is not None
-    return BidiSession.sagemaker(
-        endpoint, region, connect_timeout=connect, silence_timeout=silence, close_timeout=close
-    )
+    if s.url:
+        return BidiSession.websocket(s.url, words=s.words, **options)
+    assert s.endpoint and s.region  # checked in __post_init__
+    if s.http_client_factory is not None:
+        options["http_client"] = s.http_client_factory()
+    return BidiSession.sagemaker(s.endpoint, s.region, words=s.words, **options)
 
 
 @dataclass

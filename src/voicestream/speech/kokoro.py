@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field, fields
-from enum import Enum
-from types import TracebackType
-from typing import Any, Self
+from dataclasses import dataclass, field
+from typing import Any
 
 from voicestream.wire.bidi import (
     AudioFormat,
@@ -38,6 +34,7 @@ from voicestream.wire.bidi import (
     SynthesisStart,
     Synthesize,
     Words,
+    encode_client_message,
     parse_server_message,
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, ProtocolError
@@ -53,7 +50,7 @@ from .errors import (
     SessionTimeoutError,
 )
 from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
-from .inbox import Inbox
+from .lifecycle import SessionLifecycle, SessionState
 from .transport import FrameMode, Payload, Transport
 
 logger = logging.getLogger(__name__)
@@ -64,23 +61,6 @@ REFUSAL_CODES = frozenset({ErrorCode.SERVER_BUSY, ErrorCode.NOT_READY})
 
 _Item = tuple[float, Payload | SessionError | None]
 """What the reader hands the consumer: when it arrived, and a message, a failure or the end (None)."""
-
-
-class SessionState(Enum):
-    NEW = "new"  # not connected yet
-    OPEN = "open"
-    CLOSING = "closing"  # close() is waiting for the server's acknowledgement
-    CLOSED = "closed"
-
-
-def encode_client_message(message: ClientMessage) -> str:
-    """The JSON text of a client message: `type` first, unset (None) fields omitted."""
-    body: dict[str, Any] = {"type": message.type}
-    for spec in fields(message):
-        value = getattr(message, spec.name)
-        if value is not None:
-            body[spec.name] = value
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 class RequestFailedError(CodedError):
@@ -102,7 +82,7 @@ class SynthesisResult:
     timings: RequestTimings
 
 
-class BidiSession:
+class BidiSession(SessionLifecycle[_Item]):
     """An async context manager around one bidi session; see the module docstring."""
 
     def __init__(
@@ -118,34 +98,15 @@ class BidiSession:
         is unanswered, before `events()` raises `SessionTimeoutError`. `close_timeout` bounds
         how long `close()` waits for the server to acknowledge. `words`: ask for word timings
         (`Words` events) on every request unless `send` says otherwise."""
-        for name, value in (
-            ("connect_timeout", connect_timeout),
-            ("silence_timeout", silence_timeout),
-            ("close_timeout", close_timeout),
-        ):
-            if not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        super().__init__(connect_timeout=connect_timeout, silence_timeout=silence_timeout, close_timeout=close_timeout)
         self.transport = transport
-        self.connect_timeout = connect_timeout
-        self.silence_timeout = silence_timeout
-        self.close_timeout = close_timeout
         self.words = words
-        self.timings: dict[str, RequestTimings] = {}
-        """Every request sent on this session, in send order, with its client-side timings."""
-        self.connect_s: float | None = None
-        """Seconds `connect()` took (TCP/TLS, handshake, and for SageMaker the HTTP/2 stream)."""
-        self._state = SessionState.NEW
         self._reader: asyncio.Task[None] | None = None
-        self._inbox: Inbox[_Item] = Inbox()
-        self._send_lock = asyncio.Lock()
-        self._ids = itertools.count(1)
         self._pending: dict[str, RequestTimings] = {}
         self._pings = 0
         self._cancels: deque[set[str]] = deque()
         self._close_sent = False
         self._server_closed = False
-        self._ended = False
-        self._failure: SessionError | None = None
         self._current: RequestTimings | None = None
 
     # --- construction helpers ---------------------------------------------------------------
@@ -200,60 +161,31 @@ class BidiSession:
     def description(self) -> str:
         return self.transport.description
 
-    # --- lifecycle --------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    # --- lifecycle (the state machine is `SessionLifecycle`'s) ------------------------------------
 
     @property
     def is_open(self) -> bool:
         """Connected, and neither closed nor failed nor ended by the server: `send` would work."""
         # The reader stops at the end of the stream even when nobody is consuming events.
         reading = self._reader is not None and not self._reader.done()
-        ended = self._ended or self._server_closed or self._failure is not None
-        return self._state is SessionState.OPEN and reading and not ended
+        return super().is_open and reading and not self._server_closed
 
-    async def connect(self) -> None:
-        """Open the transport within `connect_timeout`; raises `SessionConnectError`."""
-        if self._state is not SessionState.NEW:
-            raise SessionClosedError("connect() may be called once per session")
-        self._state = SessionState.OPEN
-        started = time.perf_counter()
+    async def _open(self) -> None:
+        """Open the transport within `connect_timeout`, then start the one reader."""
         try:
             async with asyncio.timeout(self.connect_timeout):
                 await self.transport.connect()
         except TimeoutError as exc:
-            await self._abort()
             raise SessionConnectError(
                 f"could not open {self.transport.description} within {self.connect_timeout} s"
             ) from exc
-        except BaseException:
-            await self._abort()
-            raise
-        self.connect_s = time.perf_counter() - started
-        self._inbox.start_clock()
         self._reader = asyncio.create_task(self._read_loop(), name="bidi-session-reader")
 
-    async def close(self) -> None:
-        """Finish politely (close → session_closed → end of stream), then release everything.
+    async def _release(self) -> None:
+        await self._abort()
 
-        Requests still in flight are abandoned. Idempotent; bounded by `close_timeout`.
-        """
-        if self._state in (SessionState.CLOSING, SessionState.CLOSED):
-            return
-        if self._state is SessionState.NEW:
-            self._state = SessionState.CLOSED
-            return
-        self._state = SessionState.CLOSING
+    async def _shut(self) -> None:
+        """Finish politely (close → session_closed → end of stream), then release everything."""
         reader = self._reader
         if self._failure is None and not self._ended and reader is not None and not reader.done():
             with contextlib.suppress(SessionError):
@@ -347,25 +279,11 @@ class BidiSession:
         self._pings += 1
         await self._send_message(Ping())
 
-    def _new_request_id(self) -> str:
-        while (rid := f"req-{next(self._ids)}") in self.timings:
-            pass
-        return rid
-
-    def _ensure_open(self) -> None:
-        if self._failure is not None:
-            raise SessionClosedError(f"the session failed earlier: {self._failure}") from self._failure
-        if self._state is not SessionState.OPEN or self._ended:
-            raise SessionClosedError(f"the session is {'ended' if self._ended else self._state.value}")
-
-    def _expect(self) -> None:
-        """Something new awaits an answer: the silence clock starts now if it was idle."""
-        if not self._expecting():
-            self._inbox.start_clock()
-        self._inbox.wake()
-
     def _expecting(self) -> bool:
         return bool(self._pending) or self._pings > 0 or bool(self._cancels) or self._close_sent
+
+    def _outstanding(self) -> int:
+        return len(self._pending)
 
     async def _send_message(self, message: ClientMessage) -> None:
         # One sender at a time: SageMaker's event signatures form a chain that must reach the
@@ -396,13 +314,7 @@ class BidiSession:
         while not self._inbox:
             if self._reader is None or (self._state is SessionState.CLOSED and self._reader.done()):
                 raise SessionClosedError("the session is closed")
-            await self._inbox.wait(
-                self.silence_timeout if self._expecting() else None,
-                lambda: (
-                    f"no frame from {self.transport.description} for {self.silence_timeout} s "
-                    f"with {len(self._pending)} request(s) outstanding"
-                ),
-            )
+            await self._wait_for_item()
         return self._inbox.pop()
 
     async def events(self) -> AsyncGenerator[Event]:

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from voicestream.wire.bidi import AudioFormat, Cancelled, Pong, SessionClosed, SynthesisStart, wav_header
 from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
@@ -72,8 +70,7 @@ from .errors import (
     SessionTimeoutError,
 )
 from .events import Audio, Event, Outcome, RequestCompleted, RequestTimings
-from .inbox import Inbox
-from .session import SessionState
+from .lifecycle import SessionLifecycle, SessionState
 from .transport import Payload, Transport
 
 logger = logging.getLogger(__name__)
@@ -168,7 +165,7 @@ class _Connection:
     fatal_error: ServerError | None = None
 
 
-class VllmOmniSession:
+class VllmOmniSession(SessionLifecycle[_Item]):
     """A `SpeechSession` to a vLLM-Omni server; see the module docstring."""
 
     def __init__(
@@ -189,37 +186,21 @@ class VllmOmniSession:
         config = config or SessionConfig()
         if not config.stream_audio or config.response_format != "pcm":
             raise ValueError("VllmOmniSession streams PCM: config needs stream_audio=True, response_format='pcm'")
-        for name, value in (
-            ("connect_timeout", connect_timeout),
-            ("silence_timeout", silence_timeout),
-            ("close_timeout", close_timeout),
-            ("keepalive_s", 1.0 if keepalive_s is None else keepalive_s),
-        ):
-            if not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if keepalive_s is not None and not keepalive_s > 0:
+            raise ValueError(f"keepalive_s must be a positive number of seconds, got {keepalive_s!r}")
+        super().__init__(connect_timeout=connect_timeout, silence_timeout=silence_timeout, close_timeout=close_timeout)
         self.open_transport = open_transport
         self.config = config
         self._description = description
-        self.connect_timeout = connect_timeout
-        self.silence_timeout = silence_timeout
-        self.close_timeout = close_timeout
         self.keepalive_s = keepalive_s
-        self.timings: dict[str, RequestTimings] = {}
-        self.connect_s: float | None = None
         self.connections = 0
         """Connections opened so far (more than one after a cancel, a replay or an idle close)."""
         self.pairs: dict[str, int] = {}
         """audio.start/audio.done pairs per request (one per sentence the server spoke for it)."""
-        self._state = SessionState.NEW
         self._conn: _Connection | None = None
-        self._inbox: Inbox[_Item] = Inbox()
-        self._send_lock = asyncio.Lock()
-        self._ids = itertools.count(1)
         self._pending: dict[str, _Request] = {}
         self._pings: list[set[str]] = []  # per ping: the requests it waits for
-        self._failure: SessionError | None = None
         self._end_pushed = False
-        self._ended = False
         self._background: set[asyncio.Task[None]] = set()
 
     # --- construction helpers ---------------------------------------------------------------
@@ -270,44 +251,18 @@ class VllmOmniSession:
     def description(self) -> str:
         return self._description
 
-    # --- lifecycle --------------------------------------------------------------------------
+    # --- lifecycle (the state machine is `SessionLifecycle`'s) ------------------------------------
 
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
+    async def _open(self) -> None:
+        """Open the first connection and send `session.config`."""
+        async with self._send_lock:
+            await self._open_connection()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+    async def _release(self) -> None:
+        self._state = SessionState.CLOSED
 
-    async def connect(self) -> None:
-        """Open the first connection and send `session.config`; raises `SessionConnectError`."""
-        if self._state is not SessionState.NEW:
-            raise SessionClosedError("connect() may be called once per session")
-        self._state = SessionState.OPEN
-        started = time.perf_counter()
-        try:
-            async with self._send_lock:
-                await self._open_connection()
-        except BaseException:
-            self._state = SessionState.CLOSED
-            raise
-        self.connect_s = time.perf_counter() - started
-        self._inbox.start_clock()
-
-    async def close(self) -> None:
-        """`session.close`, wait (at most `close_timeout`) for the server to close, release all.
-        Requests still in flight are abandoned. Idempotent."""
-        if self._state in (SessionState.CLOSING, SessionState.CLOSED):
-            return
-        if self._state is SessionState.NEW:
-            self._state = SessionState.CLOSED
-            return
-        self._state = SessionState.CLOSING
+    async def _shut(self) -> None:
+        """`session.close`, wait (at most `close_timeout`) for the server to close, release all."""
         conn = self._conn
         try:
             if conn is not None and not conn.retired and self._failure is None:
@@ -407,25 +362,11 @@ class VllmOmniSession:
         self._pings.append({rid for rid, request in self._pending.items() if not request.finished})
         self._answer_pings()
 
-    def _new_request_id(self) -> str:
-        while (rid := f"req-{next(self._ids)}") in self.timings:
-            pass
-        return rid
-
-    def _ensure_open(self) -> None:
-        if self._failure is not None:
-            raise SessionClosedError(f"the session failed earlier: {self._failure}") from self._failure
-        if self._state is not SessionState.OPEN:
-            raise SessionClosedError(f"the session is {self._state.value}")
-
-    def _expect(self) -> None:
-        """Something new awaits an answer: the silence clock starts now if it was idle."""
-        if not self._expecting():
-            self._inbox.start_clock()
-        self._inbox.wake()
-
     def _expecting(self) -> bool:
         return bool(self._pending) or bool(self._pings) or self._state is SessionState.CLOSING
+
+    def _outstanding(self) -> int:
+        return len(self._pending)
 
     # --- connections (call with the send lock held) -------------------------------------------
 
@@ -777,13 +718,7 @@ class VllmOmniSession:
                 return None
             if self._state is SessionState.NEW:
                 raise SessionClosedError("the session is not connected")
-            await self._inbox.wait(
-                self.silence_timeout if self._expecting() else None,
-                lambda: (
-                    f"no message from {self.description} for {self.silence_timeout} s "
-                    f"with {len(self._pending)} request(s) outstanding"
-                ),
-            )
+            await self._wait_for_item()
         return self._inbox.pop()
 
     async def events(self) -> AsyncGenerator[Event]:

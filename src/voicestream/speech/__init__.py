@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from voicestream.wire.bidi import encode_client_message
+
+from .base import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
 from .errors import (
     ConnectionLostError,
     ProtocolViolationError,
@@ -37,9 +40,10 @@ from .events import (
     SynthesisStart,
     Words,
 )
-from .session import BidiSession, RequestFailedError, SessionState, SynthesisResult, encode_client_message
-from .speech import SPEECH_MODELS, UPSTREAM_OF, UPSTREAMS, SpeechModel, SpeechSession, Upstream
+from .kokoro import BidiSession, RequestFailedError, SynthesisResult
+from .lifecycle import SessionLifecycle, SessionState
 from .transport import FrameMode, Payload, Transport
+from .upstream import UpstreamSettings, open_session
 from .vllm_omni import VllmOmniSession
 from .websocket import WebSocketTransport, bidi_url, route_url
 
@@ -79,6 +83,7 @@ __all__ = [
     "SessionClosedError",
     "SessionConnectError",
     "SessionError",
+    "SessionLifecycle",
     "SessionState",
     "SessionTimeoutError",
     "SpeechModel",
@@ -88,10 +93,12 @@ __all__ = [
     "SynthesisStart",
     "Transport",
     "Upstream",
+    "UpstreamSettings",
     "VllmOmniSession",
     "WebSocketTransport",
     "Words",
     "bidi_url",
     "encode_client_message",
+    "open_session",
     "route_url",
 ]

@@ -1,9 +1,13 @@
-"""Summary statistics for benchmark reports: mean, percentiles (linear interpolation), ratios."""
+"""Summary statistics: mean, percentiles, ratios, for benchmark reports and stream metrics.
+
+One convention for percentiles everywhere: `q` in 0..100, linear interpolation between the
+sorted values' ranks (numpy's default, "linear"), and an empty sample is an error, never 0.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
 
@@ -16,13 +20,13 @@ class Summary(TypedDict):
     max: float
 
 
-def percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Iterable[float], q: float) -> float:
     """The q-th percentile (0-100) by linear interpolation between ranks (numpy's default)."""
-    if not values:
+    ordered = sorted(values)
+    if not ordered:
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
         raise ValueError(f"q must be within 0..100, got {q}")
-    ordered = sorted(values)
     rank = (len(ordered) - 1) * q / 100
     low, high = math.floor(rank), math.ceil(rank)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
