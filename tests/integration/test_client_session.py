@@ -15,6 +15,7 @@ from voicestream.speech import (
     Cancelled,
     Event,
     Pong,
+    Queued,
     RequestCompleted,
     RequestFailedError,
     SessionClosed,
@@ -27,9 +28,13 @@ BOUND_S = 300.0  # only a hang reaches this; the model on a shared CPU is slow, 
 
 
 async def until_complete(session: BidiSession, last_request_id: str) -> list[Event]:
-    """Every event up to and including the `synthesis_complete` of `last_request_id`."""
+    """Every event up to and including the `synthesis_complete` of `last_request_id`, less the
+    `queued` keepalives: the server sends one whenever a request has waited a while for a worker,
+    which on a loaded machine may happen anywhere in the stream, and says nothing of order."""
     seen: list[Event] = []
     async for event in session.events():
+        if isinstance(event, Queued):
+            continue
         seen.append(event)
         if isinstance(event, RequestCompleted | ErrorMessage) and event.request_id == last_request_id:
             break
