@@ -40,9 +40,25 @@ TITLE_LABEL = "org.opencontainers.image.title=voicestream-kokoro"  # container/D
 BUILD_TIMEOUT_S = 1800.0
 
 
-def repository_root() -> Path:
-    """The checkout this module runs from (src/voicestream/deploy/ -> root)."""
-    return Path(__file__).resolve().parents[3]
+# What makes a directory the voicestream checkout: the build needs these, wherever the module sits.
+CHECKOUT_MARKERS = ("pyproject.toml", DOCKERFILE, DEBIAN_SCRIPT)
+
+
+def is_checkout(path: Path) -> bool:
+    return all((path / marker).is_file() for marker in CHECKOUT_MARKERS)
+
+
+def repository_root(start: Path | None = None) -> Path:
+    """The voicestream checkout to build from: the nearest directory at or above `start` (default:
+    the working directory) that holds the build's files, else the checkout this module was
+    installed from (an editable install). Found by its files, not by this module's depth in it,
+    so that moving the module cannot send the build to the wrong directory."""
+    here = (start or Path.cwd()).resolve()
+    module = Path(__file__).resolve()
+    for candidate in (here, *here.parents, *module.parents):
+        if is_checkout(candidate):
+            return candidate
+    raise DeployError(f"no voicestream checkout at or above {here} (nor around {module}): run from the checkout")
 
 
 def docker(*args: str, stdin: bytes | None = None, timeout: float = BUILD_TIMEOUT_S) -> None:
@@ -165,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_parser = commands.add_parser("build", help="build the CPU image")
     build_parser.add_argument("--tag", default=LOCAL_TAG)
     build_parser.add_argument("--debian-image", default=None, help="a Debian bookworm image to build on")
+    build_parser.add_argument("--root", type=Path, default=None, help="the checkout (default: found from .)")
     run_parser = commands.add_parser("run", help="run the image as SageMaker does (Ctrl-C stops it)")
     run_parser.add_argument("--tag", default=LOCAL_TAG)
     run_parser.add_argument("--model-dir", type=Path, default=None, help="default: the model cache")
@@ -172,7 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            print(build(repository_root(), args.tag, args.debian_image))
+            root = repository_root() if args.root is None else args.root.resolve()
+            if not is_checkout(root):
+                raise DeployError(f"{root} is not a voicestream checkout (no {', '.join(CHECKOUT_MARKERS)})")
+            print(build(root, args.tag, args.debian_image))
             return 0
         from voicestream.engine.assets import default_model_dir
 
