@@ -12,6 +12,10 @@ The build has three steps, each cached:
 The build context is sent as a tar of exactly the files the deploy's context has
 (image.build_context), so any Docker builder, legacy or BuildKit, sees the same files.
 Builds use the host's network: no bridge network is needed.
+
+`run` starts it as SageMaker does, locked down for a developer's machine (run_command): the
+image's unprivileged user, the model read-only, only a cache volume and /tmp writable, and the
+server on 127.0.0.1 of the host's network, not on every interface.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ BASE_REPOSITORY = "voicestream-cpu-base"
 BASE_DOCKERFILE = "container/local/cpu-base.Dockerfile"
 DEBIAN_SCRIPT = "container/local/debian-image"
 MODEL_MOUNT = "/opt/ml/model"  # where SageMaker unpacks the model artifact
+CACHE_MOUNT = "/var/cache/voicestream"  # the image's XDG_CACHE_HOME, its user's only writable directory
+CACHE_VOLUME = "voicestream-cache"
+LOCAL_HOST = "127.0.0.1"  # the image listens on 0.0.0.0 (its own network on SageMaker); here, on loopback
 CPU_BUILD_ARGS = {"EXTRAS": "engine", "BACKEND": "onnx"}
 TITLE_LABEL = "org.opencontainers.image.title=voicestream-kokoro"  # container/Dockerfile's
 BUILD_TIMEOUT_S = 1800.0
@@ -162,11 +169,20 @@ def run_command(
     name: str | None = None,
     detach: bool = False,
     env: dict[str, str] | None = None,
+    host: str = LOCAL_HOST,
+    cache_volume: str = CACHE_VOLUME,
 ) -> list[str]:
-    """`docker run <image> serve` as SageMaker starts it: the model directory read-only at
-    /opt/ml/model, the server on `port` (VOICESTREAM_PORT) of the host's network."""
-    command = ["docker", "run", "--network", "host", "--volume", f"{model_dir.resolve()}:{MODEL_MOUNT}:ro"]
-    command += ["--env", f"VOICESTREAM_PORT={port}"]
+    """`docker run <image> serve` as SageMaker starts it, the model directory read-only at
+    /opt/ml/model, locked down for a developer's machine: the server listens on `host`
+    (loopback) and `port` of the host's network; the image's unprivileged user, a read-only
+    root filesystem, no capabilities; the only writable places its cache (a named volume, so
+    the graphs derived from the model survive a restart) and a /tmp in memory, with `exec`,
+    which Docker leaves out by default: phonemizer loads its copy of libespeak-ng from there."""
+    command = ["docker", "run", "--network", "host", "--read-only", "--tmpfs", "/tmp:rw,exec,nosuid,nodev"]
+    command += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    command += ["--volume", f"{model_dir.resolve()}:{MODEL_MOUNT}:ro"]
+    command += ["--mount", f"type=volume,source={cache_volume},destination={CACHE_MOUNT}"]
+    command += ["--env", f"VOICESTREAM_HOST={host}", "--env", f"VOICESTREAM_PORT={port}"]
     for key, value in (env or {}).items():
         command += ["--env", f"{key}={value}"]
     command += ["--name", name] if name else []
@@ -199,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_dir = args.model_dir or default_model_dir()
         if not model_dir.is_dir():
             raise DeployError(f"model directory {model_dir} not found: run `make models`")
-        command = run_command(args.tag, model_dir, args.port)
+        # Named by its port: another run on the same port is refused by name, not by a bind error.
+        command = run_command(args.tag, model_dir, args.port, name=f"voicestream-kokoro-{args.port}")
         print(" ".join(command), file=sys.stderr)
         os.execvp(command[0], command)  # docker run forwards Ctrl-C / SIGTERM to the server
     except DeployError as error:

@@ -1,13 +1,15 @@
-"""`make image` finds the checkout by its files, wherever local_image.py sits in the package."""
+"""`make image` finds the checkout by its files, wherever local_image.py sits in the package;
+`make run-image` starts the image locked down and on loopback."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 from voicestream.aws.deploy import local_image
-from voicestream.aws.deploy.local_image import CHECKOUT_MARKERS, repository_root
+from voicestream.aws.deploy.local_image import CACHE_MOUNT, CHECKOUT_MARKERS, MODEL_MOUNT, repository_root, run_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,3 +41,18 @@ def test_outside_any_checkout_the_modules_own_checkout_is_used(tmp_path: Path) -
 def test_build_with_a_root_that_is_no_checkout_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert local_image.main(["build", "--root", str(tmp_path)]) == 1
     assert f"local_image: {tmp_path} is not a voicestream checkout" in capsys.readouterr().err
+
+
+def test_run_image_listens_on_loopback_and_writes_only_its_cache(tmp_path: Path) -> None:
+    command = run_command("voicestream-kokoro:local", tmp_path, 9000, name="voicestream-kokoro-9000")
+    pairs = set(itertools.pairwise(command))
+    assert ("--env", "VOICESTREAM_HOST=127.0.0.1") in pairs  # not 0.0.0.0: every interface
+    assert ("--env", "VOICESTREAM_PORT=9000") in pairs
+    assert "--read-only" in command and ("--cap-drop", "ALL") in pairs
+    assert ("--volume", f"{tmp_path.resolve()}:{MODEL_MOUNT}:ro") in pairs
+    writable = [value for flag, value in pairs if flag in {"--mount", "--tmpfs"}]
+    assert sorted(writable) == [
+        "/tmp:rw,exec,nosuid,nodev",
+        f"type=volume,source=voicestream-cache,destination={CACHE_MOUNT}",
+    ]
+    assert command[-2:] == ["voicestream-kokoro:local", "serve"]
