@@ -36,6 +36,16 @@ REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 300.0
 
 
+ENGINE_DESCRIPTION = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Which Docker engine and network the tier ran on, in the output whatever capture says."""
+    description = config.stash.get(ENGINE_DESCRIPTION, None)
+    if description is not None:
+        terminalreporter.write_line(description)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -46,9 +56,7 @@ def free_port() -> int:
 def docker_engine(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[DockerEngine]:
     ensure_tools()
     engine = DockerEngine.connect(tmp_path_factory.mktemp("dockerd") / "dockerd.log")
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:  # said in the test output, whatever -s says
-        reporter.write_line(f"\n{engine.describe()}")
+    pytestconfig.stash[ENGINE_DESCRIPTION] = engine.describe()  # said in the summary (below)
     try:
         yield engine
     finally:

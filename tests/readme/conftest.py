@@ -1,3 +1,4 @@
-"""The README tier: the Docker engine of the container tier, for `make image` and `make run-image`."""
+"""The README tier: the container tier's Docker engine, for `make image` and `make run-image`, and
+its summary line saying which engine and network ran."""
 
-from tests.container.conftest import docker_engine  # noqa: F401 (the container tier's engine, shared)
+from tests.container.conftest import docker_engine, pytest_terminal_summary  # noqa: F401 (shared)
