@@ -152,7 +152,9 @@ class DaemonFailed(Exception):
         super().__init__(log)
         self.log = log
         lines = [line for line in log.splitlines() if line.strip()]
-        self.last_line = lines[-1] if lines else "(no output)"
+        # dockerd's reason: its last line that says error or failed, else its last line.
+        errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
+        self.last_line = (errors or lines or ["(no output)"])[-1]
 
 
 def start_daemon(flags: list[str], log_path: Path, timeout: float) -> subprocess.Popen[bytes]:
