@@ -24,8 +24,9 @@ help:
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
 	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks)"
 	@echo "make image   build the CPU server image voicestream-kokoro:local (local Debian base, ONNX engine; Docker)"
-	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, port VOICESTREAM_PORT"
+	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, unprivileged, on 127.0.0.1:VOICESTREAM_PORT"
 	@echo "make test-plugins  the Pipecat and LiveKit plugins (own environments) against the real local server"
+	@echo "make test-readme   README.md's commands run as written (make image, make run-image, voicestream ..., curl)"
 	@echo "make build   sam build (the SAM application, into .aws-sam/build)"
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
@@ -191,8 +192,17 @@ docker:
 test-container: models venv venv-sam docker
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/container
 
+# README.md's commands as a user runs them (tests/readme): voicestream say, speak, serve, gradio,
+# call --help, the OpenAI route's curl line, make image and make run-image (Docker, as above).
+.PHONY: curl test-readme
+curl:
+	@scripts/ensure-debian-packages curl=curl
+
+test-readme: models venv docker curl
+	$(PYTEST) tests/readme
+
 .PHONY: test
-test: check test-integration test-torch test-sam test-container test-plugins
+test: check test-integration test-torch test-sam test-container test-readme test-plugins
 
 # The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
 # builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).

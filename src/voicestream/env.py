@@ -48,7 +48,8 @@ VARIABLES: Final[dict[str, str]] = {
     "16,2,144), or off (each sentence decoded whole: first audio waits for the whole sentence)",
     "VOICESTREAM_SYNTH_WORKERS": "syntheses that run at once across all sessions (default 2)",
     "VOICESTREAM_LOG_LEVEL": "DEBUG, INFO (default), WARNING or ERROR",
-    "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image)",
+    "VOICESTREAM_HOST": "address the server binds (default 127.0.0.1; 0.0.0.0 in the image, 127.0.0.1 under "
+    "make run-image)",
     "VOICESTREAM_PORT": "port the server listens on (default 8080)",
     "VOICESTREAM_PYTHON": "the interpreter container/serve runs the server with (default python3)",
     "VOICESTREAM_G2P_WORKERS": "G2P worker processes: text conversions that run at once (default 2)",
@@ -57,7 +58,8 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_CONNECTIONS": (
         "open HTTP connections before new requests get 503 (default 256; WebSocket sessions: VOICESTREAM_MAX_SESSIONS)"
     ),
-    "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache)",
+    "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache; the image: /var/cache/voicestream, "
+    "the only directory its user writes)",
     # the session and request limits (wire.bidi.Limits), each named after its field
     "VOICESTREAM_MAX_TEXT_CHARS": "characters per synthesis request (default 2000)",
     "VOICESTREAM_MAX_QUEUED": "unfinished requests per session (default 16)",

@@ -1,15 +1,17 @@
 """The container tier: the real image under a real Docker engine, run as SageMaker runs it.
 
 - `docker_engine`: the engine (tests/container/engine.py): tools installed as root on Debian,
-  dockerd started when none answers and stopped at the end of the session.
+  dockerd started when none answers (with its default bridge where one can be made; the test
+  output says which) and stopped at the end of the session.
 - `cpu_image`: `voicestream-kokoro:local`, built by voicestream.aws.deploy.local_image exactly as
   `make image` builds it (cached: the Debian rootfs and the base by their tags, the rest by
   Docker's layer cache).
 - `serve_container(name, model_dir=..., env=...)`: `docker run --network host ... <image> serve`
-  with the model directory read-only at /opt/ml/model and a free port in VOICESTREAM_PORT;
+  as `make run-image` starts it (local_image.run_command: its unprivileged user, the model
+  directory read-only at /opt/ml/model, on 127.0.0.1) with a free port in VOICESTREAM_PORT;
   the container and its URL, /ping polled from the start (`readiness`).
 - `kokoro_container`: one such container on the real model, shared by the module's tests.
-- `sam_build`, `sam_env`, `moto_server`: the SAM tier's (tests/sam/conftest.py).
+- `sam_build`, `sam_env`: the SAM tier's (tests/sam/conftest.py).
 """
 
 from __future__ import annotations
@@ -26,12 +28,22 @@ import httpx
 import pytest
 
 from tests.container.engine import Container, DockerEngine, ensure_tools, run_detached
-from tests.sam.conftest import moto_server, sam_build, sam_env  # noqa: F401 (the SAM tier's fixtures, shared)
+from tests.sam.conftest import sam_build, sam_env  # noqa: F401 (the SAM tier's fixtures, shared)
 from voicestream.aws.deploy.local_image import LOCAL_TAG, build, run_command
 from voicestream.engine.assets import default_model_dir
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 300.0
+
+
+ENGINE_DESCRIPTION = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Which Docker engine and network the tier ran on, in the output whatever capture says."""
+    description = config.stash.get(ENGINE_DESCRIPTION, None)
+    if description is not None:
+        terminalreporter.write_line(description)
 
 
 def free_port() -> int:
@@ -41,9 +53,10 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEngine]:
+def docker_engine(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[DockerEngine]:
     ensure_tools()
     engine = DockerEngine.connect(tmp_path_factory.mktemp("dockerd") / "dockerd.log")
+    pytestconfig.stash[ENGINE_DESCRIPTION] = engine.describe()  # said in the summary (below)
     try:
         yield engine
     finally:

@@ -4,8 +4,10 @@
   are installed with apt-get (docker.io, debootstrap); elsewhere the tier is skipped with one
   line that names what is missing and how to get it.
 - `DockerEngine.connect(log_path)`: the engine that answers `docker info`, else dockerd started
-  here (root) and stopped again by `close()`. The daemon gets no bridge network and leaves
-  iptables alone: every container here runs on the host's network (`--network host`).
+  here (root) and stopped again by `close()`: with its defaults (the default bridge network,
+  which `sam local invoke` needs), and only where that daemon cannot start (no bridge can be
+  made: no iptables, no network privileges) again with no bridge, every container then on the
+  host's network. `bridge` says which, and `describe()` says it in words.
 - `Container`: one `docker run --detach` container: logs, exit state, removal.
 """
 
@@ -25,7 +27,10 @@ import pytest
 
 # tool -> the Debian package that has it
 TOOLS = {"docker": "docker.io", "dockerd": "docker.io", "debootstrap": "debootstrap"}
-DAEMON_FLAGS = ["--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false"]
+# dockerd's defaults: the default bridge network (docker0) and the iptables rules it needs.
+DAEMON_FLAGS: list[str] = []
+# The fallback where no bridge can be made: no bridge, the host's firewall untouched.
+HOST_ONLY_FLAGS = ["--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false"]
 INSTALL_TIMEOUT_S = 900
 
 
@@ -59,29 +64,42 @@ def engine_answers() -> bool:
     return docker("info", timeout=30, check=False).returncode == 0
 
 
+def has_bridge() -> bool:
+    return docker("network", "inspect", "bridge", timeout=30, check=False).returncode == 0
+
+
 @dataclass
 class DockerEngine:
     """The engine in use; `daemon` is set when it was started here (and is stopped by close())."""
 
     daemon: subprocess.Popen[bytes] | None
     log_path: Path | None
+    bridge: bool
+    why_no_bridge: str = ""
 
     @classmethod
     def connect(cls, log_path: Path, timeout: float = 60.0) -> DockerEngine:
         if engine_answers():
-            return cls(daemon=None, log_path=None)
+            bridge = has_bridge()
+            return cls(None, None, bridge, "" if bridge else "the running engine has no default bridge network")
         if os.geteuid() != 0:
             pytest.skip("container tier not run: no Docker engine answers and only root may start dockerd here")
-        with log_path.open("wb") as log:
-            daemon = subprocess.Popen(["dockerd", *DAEMON_FLAGS], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while not engine_answers():
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                daemon.kill()
-                daemon.wait()
-                raise AssertionError(f"dockerd did not start:\n{log_path.read_text(errors='replace')[-4000:]}")
-            time.sleep(0.5)
-        return cls(daemon=daemon, log_path=log_path)
+        try:
+            return cls(start_daemon(DAEMON_FLAGS, log_path, timeout), log_path, bridge=has_bridge())
+        except DaemonFailed as failed:
+            # Where no bridge can be made, dockerd refuses to start at all with its defaults.
+            why = f"dockerd with its default bridge did not start: {failed.last_line}"
+        fallback_log = log_path.with_name(f"{log_path.stem}-host-only.log")
+        try:
+            return cls(start_daemon(HOST_ONLY_FLAGS, fallback_log, timeout), fallback_log, False, why)
+        except DaemonFailed as failed:
+            raise AssertionError(f"dockerd did not start, with or without a bridge:\n{failed.log}") from None
+
+    def describe(self) -> str:
+        started = "started here" if self.daemon else "already running"
+        if self.bridge:
+            return f"Docker engine ({started}): default bridge network"
+        return f"Docker engine ({started}): host networking only ({self.why_no_bridge})"
 
     def close(self) -> None:
         if self.daemon is None:
@@ -127,6 +145,30 @@ class Container:
     def remove(self) -> None:
         with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
             docker("rm", "--force", self.name, check=False)
+
+
+class DaemonFailed(Exception):
+    def __init__(self, log: str) -> None:
+        super().__init__(log)
+        self.log = log
+        lines = [line for line in log.splitlines() if line.strip()]
+        # dockerd's reason: its last line that says error or failed, else its last line.
+        errors = [line for line in lines if "error" in line.lower() or "failed" in line.lower()]
+        self.last_line = (errors or lines or ["(no output)"])[-1]
+
+
+def start_daemon(flags: list[str], log_path: Path, timeout: float) -> subprocess.Popen[bytes]:
+    """dockerd with `flags`, once `docker info` answers; DaemonFailed with its log otherwise."""
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(["dockerd", *flags], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while not engine_answers():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            daemon.kill()
+            daemon.wait()
+            raise DaemonFailed(log_path.read_text(errors="replace")[-4000:])
+        time.sleep(0.5)
+    return daemon
 
 
 def run_detached(command: list[str], name: str) -> Container:

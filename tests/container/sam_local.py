@@ -1,118 +1,86 @@
-"""`sam local invoke` with the local emulation image, and its container replayed on the host network.
+"""`sam local invoke`, run as docs/deploy.md tells a user to run it, against AWS emulated on the host.
 
-SAM CLI (1.170) builds its invoke image FROM `--invoke-image` (adding its runtime interface
-emulator and the function's layers), creates the container with the function's code mounted at
-/var/task and Lambda's environment, and publishes the emulator's port 8080 on 127.0.0.1 of the
-default bridge network; `--docker-network host` does not change that (SAM only *connects*
-other networks). On an engine without a bridge network, SAM cannot reach the emulator and
-stops with CONNECTION_FAILURE below.
+SAM CLI builds its invoke image FROM `--invoke-image` (adding its runtime interface emulator and
+the function's layers), starts the function's container on Docker's default bridge network
+with the function's code at /var/task and Lambda's environment, posts the event to the
+emulator's published port and prints the function's result on stdout (its own and the
+function's logs on stderr).
 
-`attempt()` runs the real `sam local invoke` and records the container SAM created
-(`docker inspect`, read while SAM waits for it). `replay()` starts that same container
-definition (SAM's image, entrypoint, environment, mounts, memory) on the host network, with
-the emulator listening on a free port instead of a published 8080; `invoke()` then posts the
-event to the emulator exactly as SAM would have.
+From that container the host is the bridge's gateway address (`bridge_gateway()`): a moto
+server listening there is the function's AWS, named by AWS_ENDPOINT_URL in an `--env-vars`
+file (the template declares the variable for the task functions: SAM passes on only declared
+variables).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import socket
+import struct
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+from tests.container.engine import docker
 
-from tests.container.engine import Container, run_detached
-
-CONNECTION_FAILURE = "Timed out while attempting to establish a connection to the container."
-SAM_CONNECTION_TIMEOUT_S = "5"  # SAM_CLI_CONTAINER_CONNECTION_TIMEOUT: how long SAM waits before giving up
+SIOCGIFADDR = 0x8915  # linux/sockios.h
 
 
 @dataclass
-class SamAttempt:
+class SamInvocation:
+    command: list[str]
     returncode: int
-    output: str
-    container: dict[str, Any]  # `docker inspect` of the container SAM created
-
-
-def attempt(
-    sam: Path, function: str, template: Path, event: Path, invoke_image: str, env: Mapping[str, str]
-) -> SamAttempt:
-    """`sam local invoke FUNCTION -e EVENT --invoke-image IMAGE`, its output and its container."""
-    command = [
-        str(sam), "local", "invoke", function, "--template", str(template), "--event", str(event),
-        "--invoke-image", invoke_image, "--skip-pull-image", "--docker-network", "host",
-    ]  # fmt: skip
-    env = {**env, "SAM_CLI_CONTAINER_CONNECTION_TIMEOUT": SAM_CONNECTION_TIMEOUT_S}
-    lines: list[str] = []
-    container: dict[str, Any] = {}
-    deadline = time.monotonic() + 600
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
-        returncode = _follow(process, lines, container, deadline)
-    return SamAttempt(returncode, "".join(lines), container)
-
-
-def _follow(process: subprocess.Popen[str], lines: list[str], container: dict[str, Any], deadline: float) -> int:
-    """Read SAM's output to its end, inspecting its container as soon as SAM names it."""
-    assert process.stdout is not None
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith("SAM_CONTAINER_ID:"):  # printed after create, before start
-            inspected = subprocess.run(
-                ["docker", "inspect", line.split(":", 1)[1].strip()], capture_output=True, text=True, timeout=60
-            )
-            assert inspected.returncode == 0, inspected.stderr
-            container.update(json.loads(inspected.stdout)[0])
-        if time.monotonic() > deadline:
-            process.kill()
-            break
-    return process.wait(timeout=60)
-
-
-def replay(sam_container: Mapping[str, Any], name: str, port: int, extra_env: Mapping[str, str]) -> Container:
-    """SAM's container definition, run on the host network with the emulator on `port`."""
-    config, host = sam_container["Config"], sam_container["HostConfig"]
-    entrypoint = list(config["Entrypoint"])
-    command = ["docker", "run", "--detach", "--name", name, "--network", "host", "--workdir", config["WorkingDir"]]
-    for mount in sam_container["Mounts"]:
-        command += ["--volume", f"{mount['Source']}:{mount['Destination']}:{'rw' if mount['RW'] else 'ro'}"]
-    for variable in config["Env"]:
-        command += ["--env", variable]
-    for key, value in extra_env.items():
-        command += ["--env", f"{key}={value}"]
-    if host.get("Memory"):
-        command += ["--memory", str(host["Memory"])]
-    command += ["--entrypoint", entrypoint[0], config["Image"], *entrypoint[1:]]
-    command += ["--runtime-interface-emulator-address", f"127.0.0.1:{port}"]
-    return run_detached(command, name)
-
-
-@dataclass
-class Invocation:
-    payload: Any
-    logs: str
+    payload: Any  # the function's result: the JSON SAM prints on stdout
+    logs: str  # SAM's and the function's log lines
 
     @property
     def failed(self) -> bool:
-        return isinstance(self.payload, dict) and "errorType" in self.payload
+        return self.returncode != 0 or (isinstance(self.payload, dict) and "errorType" in self.payload)
 
 
-def invoke(container: Container, port: int, event: Mapping[str, Any], timeout: float = 300.0) -> Invocation:
-    """POST the event to the emulator (SAM's own request), once it listens; the result and logs."""
-    url = f"http://127.0.0.1:{port}/2015-03-31/functions/function/invocations"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            response = httpx.post(url, json=event, timeout=timeout)
-            break
-        except httpx.ConnectError:
-            assert container.state()["Running"], f"the emulator exited:\n{container.logs()[-4000:]}"
-            assert time.monotonic() < deadline, f"the emulator did not listen:\n{container.logs()[-4000:]}"
-            time.sleep(0.2)
-    assert response.status_code == 200, response.text
-    time.sleep(0.2)  # the runtime flushes its last log lines after the response
-    return Invocation(payload=response.json(), logs=container.logs())
+def bridge_gateway() -> str:
+    """The host's address on Docker's default bridge network: where its containers reach it. The
+    network's IPAM names it when set (`--bip`); by default only the bridge interface has it."""
+    inspected = json.loads(docker("network", "inspect", "bridge").stdout)[0]
+    gateways = [config["Gateway"] for config in inspected["IPAM"]["Config"] if config.get("Gateway")]
+    if gateways:
+        return str(gateways[0])
+    return interface_ipv4(inspected["Options"]["com.docker.network.bridge.name"])
+
+
+def interface_ipv4(name: str) -> str:
+    """A network interface's IPv4 address (SIOCGIFADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("256s", name.encode()[:15])
+        return socket.inet_ntoa(fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)[20:24])
+
+
+def invoke(
+    sam: Path,
+    function: str,
+    template: Path,
+    event: Path,
+    invoke_image: str,
+    env: Mapping[str, str],
+    env_vars: Mapping[str, str] | None = None,
+    env_vars_file: Path | None = None,
+) -> SamInvocation:
+    """`sam local invoke FUNCTION --event EVENT [--env-vars FILE]` with the local `--invoke-image`."""
+    command = [
+        str(sam), "local", "invoke", function, "--template", str(template), "--event", str(event),
+        "--invoke-image", invoke_image, "--skip-pull-image",
+    ]  # fmt: skip
+    if env_vars:
+        assert env_vars_file is not None
+        env_vars_file.write_text(json.dumps({function: dict(env_vars)}), encoding="utf-8")
+        command += ["--env-vars", str(env_vars_file)]
+    result = subprocess.run(command, env=dict(env), capture_output=True, text=True, timeout=900, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    try:
+        payload = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        payload = None
+    return SamInvocation(command, result.returncode, payload, f"{result.stderr}\n{result.stdout}")

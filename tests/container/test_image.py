@@ -43,6 +43,18 @@ def test_image_has_the_bidi_label_and_sagemakers_contract(cpu_image: str) -> Non
     assert env["VOICESTREAM_BACKEND"] == "onnx"  # the CPU build of the production Dockerfile
 
 
+def test_the_server_runs_unprivileged_and_writes_only_its_cache(kokoro_container: ServingContainer) -> None:
+    name = kokoro_container.container.name
+
+    def shell(script: str) -> int:
+        return docker("exec", name, "sh", "-c", script, check=False).returncode
+
+    assert docker("exec", name, "id", "-u").stdout.strip() == "10001"  # the image's user, not root
+    assert shell("touch /var/cache/voicestream/probe && rm /var/cache/voicestream/probe") == 0  # its cache
+    for path in ("/opt/ml/model/probe", "/opt/voicestream/probe", "/usr/local/bin/probe", "/probe"):
+        assert shell(f"touch {path}") != 0, f"{path} is writable"
+
+
 def test_ping_is_503_while_the_model_loads_and_200_only_after(kokoro_container: ServingContainer) -> None:
     answers = kokoro_container.readiness
     statuses = [answer for answer in answers if answer != "refused"]

@@ -1,34 +1,42 @@
-"""`sam local invoke` of each task function, fed its events/ file, on the local emulation image.
+"""`sam local invoke` of each Step Functions task function, fed its events/ file, as a user runs it.
 
-The real SAM CLI builds its invoke image from ours and creates the function's container; with
-no bridge network on this engine it cannot reach that container's emulator (see
-tests/container/sam_local.py and docs/deploy.md), which each test asserts, so that the day this
-changes the tests say so. SAM's own container definition then runs on the host network and
-the event goes to the function inside it, as SAM would send it.
+Plain SAM CLI, after `sam build`, with `--invoke-image` the local stand-in for Lambda's python3.12
+image (tests/container/lambda_image.py: public.ecr.aws is not reachable here). The functions
+run in SAM's containers on Docker's default bridge network; their AWS is a moto server on the
+host's bridge address, named by AWS_ENDPOINT_URL in an `--env-vars` file. The tests check what
+each function is for: the bucket emptied, the report aggregated, the endpoint's failure
+reported.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from moto.server import ThreadedMotoServer
 
 from tests.container.conftest import REPO, free_port
 from tests.container.engine import DockerEngine, docker
 from tests.container.lambda_image import LABEL as LAMBDA_LABEL
 from tests.container.lambda_image import build as build_lambda_image
-from tests.container.sam_local import CONNECTION_FAILURE, Invocation, SamAttempt, attempt, invoke, replay
-from tests.sam.conftest import AWS_TEST_ENV, EVENTS, REGION, RIC_DIR, SAM, TASK_FUNCTIONS, event, require_sam
+from tests.container.sam_local import SamInvocation, bridge_gateway, invoke
+from tests.sam.conftest import AWS_TEST_ENV, EVENTS, REGION, RIC_DIR, SAM, event, require_sam
 from voicestream.aws.deploy.local_image import debian_image
 from voicestream.aws.tasks.validate import ValidationSettings
 
-InvokeTask = Callable[..., Invocation]
+InvokeTask = Callable[..., SamInvocation]
+
+
+@pytest.fixture(scope="session")
+def bridge(docker_engine: DockerEngine) -> str:
+    """The host's address on the default bridge; the tests are skipped, saying why, without one."""
+    if not docker_engine.bridge:
+        pytest.skip(f"sam local invoke needs Docker's default bridge network: {docker_engine.describe()}")
+    return bridge_gateway()
 
 
 @pytest.fixture(scope="session")
@@ -40,47 +48,61 @@ def lambda_image(docker_engine: DockerEngine) -> Iterator[str]:
     docker("image", "prune", "--force", "--filter", f"label={LAMBDA_LABEL}", timeout=120)
 
 
-@pytest.fixture(scope="session")
-def sam_attempts(sam_build: Path, sam_env: dict[str, str], lambda_image: str) -> dict[str, SamAttempt]:
-    """`sam local invoke` of every task function with its events/ file, all at once: SAM builds
-    its invoke image once and the others wait for that build (its own lock)."""
+@pytest.fixture(scope="module")
+def bridge_moto(bridge: str) -> Iterator[str]:
+    """A moto server on the host's bridge address: reachable from SAM's containers and from here."""
+    port = free_port()
+    server = ThreadedMotoServer(ip_address=bridge, port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://{bridge}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def sam_local(
+    sam_build: Path,
+    sam_env: dict[str, str],
+    lambda_image: str,
+    bridge_moto: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> InvokeTask:
+    """`sam local invoke FUNCTION --event events/NAME.json --env-vars FILE`, AWS_ENDPOINT_URL the moto server."""
     env = {**sam_env, **AWS_TEST_ENV}
-    template = sam_build / "template.yaml"
-    with ThreadPoolExecutor(len(TASK_FUNCTIONS)) as pool:
-        futures = {
-            function: pool.submit(attempt, SAM, function, template, EVENTS / f"{name}.json", lambda_image, env)
-            for name, function in TASK_FUNCTIONS.items()
-        }
-    return {function: future.result() for function, future in futures.items()}
+    env_vars_dir = tmp_path_factory.mktemp("env-vars")
 
-
-@pytest.fixture(scope="session")
-def sam_local(sam_attempts: dict[str, SamAttempt]) -> InvokeTask:
-    """The function's `sam local invoke` container, replayed on the host network, fed its event."""
-
-    def run(function: str, event_name: str, extra_env: Mapping[str, str] | None = None) -> Invocation:
-        sam = sam_attempts[function]
-        # SAM gives up on the container's published port, and still exits 0.
-        assert CONNECTION_FAILURE in sam.output and sam.returncode == 0, sam.output[-4000:]
-        assert sam.container, f"SAM created no container:\n{sam.output[-4000:]}"
-        config = sam.container["Config"]
-        assert config["Image"].startswith("samcli/lambda-python:3.12-x86_64-")  # built FROM our image
-        assert f"AWS_LAMBDA_FUNCTION_NAME={function}" in config["Env"]
-        assert {"Destination": "/var/task", "RW": False}.items() <= sam.container["Mounts"][0].items()
-        port = free_port()
-        container = replay(sam.container, f"voicestream-sam-{os.getpid()}-{event_name}", port, extra_env or {})
-        try:
-            return invoke(container, port, event(event_name))
-        finally:
-            container.remove()
+    def run(function: str, event_name: str, env_vars: Mapping[str, str] | None = None) -> SamInvocation:
+        variables = {"AWS_ENDPOINT_URL": bridge_moto, **(env_vars or {})}
+        return invoke(
+            SAM, function, sam_build / "template.yaml", EVENTS / f"{event_name}.json", lambda_image, env,
+            variables, env_vars_dir / f"{function}.json",
+        )  # fmt: skip
 
     return run
+
+
+def test_teardown_function_empties_the_sample_bucket(sam_local: InvokeTask, bridge_moto: str) -> None:
+    sample = event("teardown")
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=bridge_moto, **_credentials())
+    s3.create_bucket(Bucket=sample["bucket"])
+    s3.put_bucket_versioning(Bucket=sample["bucket"], VersioningConfiguration={"Status": "Enabled"})
+    for index in range(12):
+        s3.put_object(Bucket=sample["bucket"], Key=f"benchmarks/{index % 5}.json", Body=json.dumps(index).encode())
+    s3.delete_object(Bucket=sample["bucket"], Key="benchmarks/0.json")  # a delete marker
+    result = sam_local("TeardownFunction", "teardown")
+    assert not result.failed, result.logs[-4000:]
+    assert result.payload["done"] is True and result.payload["already_gone"] is False
+    assert result.payload["deleted_versions"] == 12 and result.payload["deleted_markers"] == 1
+    listing = s3.list_object_versions(Bucket=sample["bucket"])
+    assert not listing.get("Versions") and not listing.get("DeleteMarkers")
+    assert '"service":"teardown"' in result.logs.replace(" ", "")
 
 
 def test_benchmark_function_aggregates_the_sample_trials(sam_local: InvokeTask) -> None:
     sample = event("benchmark")
     result = sam_local("BenchmarkFunction", "benchmark")
-    assert not result.failed, result.payload
+    assert not result.failed, result.logs[-4000:]
     report = result.payload
     assert report["trials"] == len(sample["trials"])
     batch = [t["agent"]["batch"]["first_audio_s"] for t in sample["trials"]]
@@ -92,24 +114,6 @@ def test_benchmark_function_aggregates_the_sample_trials(sam_local: InvokeTask) 
     assert '"function_name":"BenchmarkFunction"' in result.logs.replace(" ", "")
 
 
-def test_teardown_function_empties_the_sample_bucket(sam_local: InvokeTask, moto_server: str) -> None:
-    sample = event("teardown")
-    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_server, **_credentials())
-    s3.create_bucket(Bucket=sample["bucket"])
-    s3.put_bucket_versioning(Bucket=sample["bucket"], VersioningConfiguration={"Status": "Enabled"})
-    for index in range(12):
-        s3.put_object(Bucket=sample["bucket"], Key=f"benchmarks/{index % 5}.json", Body=json.dumps(index).encode())
-    s3.delete_object(Bucket=sample["bucket"], Key="benchmarks/0.json")  # a delete marker
-    # The container shares the host's network: the moto server on 127.0.0.1 is its AWS.
-    result = sam_local("TeardownFunction", "teardown", {"AWS_ENDPOINT_URL": moto_server})
-    assert not result.failed, result.payload
-    assert result.payload["done"] is True and result.payload["already_gone"] is False
-    assert result.payload["deleted_versions"] == 12 and result.payload["deleted_markers"] == 1
-    listing = s3.list_object_versions(Bucket=sample["bucket"])
-    assert not listing.get("Versions") and not listing.get("DeleteMarkers")
-    assert '"service":"teardown"' in result.logs.replace(" ", "")
-
-
 def test_validate_function_reports_an_unreachable_endpoint(sam_local: InvokeTask) -> None:
     # No SageMaker runtime is reachable from here: the function loads, runs its checks against
     # the sample event's endpoint and reports the failure in its report instead of crashing.
@@ -117,7 +121,7 @@ def test_validate_function_reports_an_unreachable_endpoint(sam_local: InvokeTask
     sample = event("validate")
     assert ValidationSettings.from_event(sample, default_region=REGION).endpoint_name == "voicestream-kokoro"
     result = sam_local("ValidateFunction", "validate")
-    assert not result.failed, result.payload
+    assert not result.failed, result.logs[-4000:]
     report = result.payload
     assert report["passed"] is False and report["endpoint_name"] == "voicestream-kokoro", report
     connect = report["checks"][0]

@@ -80,6 +80,13 @@ def test_sagemaker_contract(dockerfile: DockerfileParser) -> None:
     assert any("chmod 0755 /usr/local/bin/serve" in run for run in instructions(dockerfile, "RUN"))
 
 
+def test_the_server_runs_as_an_unprivileged_user_with_a_cache_of_its_own(dockerfile: DockerfileParser) -> None:
+    user, _, group = instructions(dockerfile, "USER")[-1].partition(":")
+    assert user.isdigit() and int(user) > 0 and group.isdigit() and int(group) > 0  # numeric: checkable, not root
+    cache = dockerfile.envs["XDG_CACHE_HOME"]
+    assert any(f"install -d -o {user} -g {group} -m 0700 {cache}" in run for run in instructions(dockerfile, "RUN"))
+
+
 def test_installs_the_package_with_its_torch_extra_and_the_spacy_shim(dockerfile: DockerfileParser) -> None:
     # Defaults are production's: the GPU engine (torch) and the CPU one; a CPU build overrides them.
     assert dockerfile.args["EXTRAS"] == "torch,engine" and dockerfile.args["BACKEND"] == "torch"

@@ -12,6 +12,10 @@ The build has three steps, each cached:
 The build context is sent as a tar of exactly the files the deploy's context has
 (image.build_context), so any Docker builder, legacy or BuildKit, sees the same files.
 Builds use the host's network: no bridge network is needed.
+
+`run` starts it as SageMaker does, locked down for a developer's machine (run_command): the
+image's unprivileged user, the model read-only, only a cache volume and /tmp writable, and the
+server on 127.0.0.1 of the host's network, not on every interface.
 """
 
 from __future__ import annotations
@@ -35,14 +39,33 @@ BASE_REPOSITORY = "voicestream-cpu-base"
 BASE_DOCKERFILE = "container/local/cpu-base.Dockerfile"
 DEBIAN_SCRIPT = "container/local/debian-image"
 MODEL_MOUNT = "/opt/ml/model"  # where SageMaker unpacks the model artifact
+CACHE_MOUNT = "/var/cache/voicestream"  # the image's XDG_CACHE_HOME, its user's only writable directory
+CACHE_VOLUME = "voicestream-cache"
+LOCAL_HOST = "127.0.0.1"  # the image listens on 0.0.0.0 (its own network on SageMaker); here, on loopback
 CPU_BUILD_ARGS = {"EXTRAS": "engine", "BACKEND": "onnx"}
 TITLE_LABEL = "org.opencontainers.image.title=voicestream-kokoro"  # container/Dockerfile's
 BUILD_TIMEOUT_S = 1800.0
 
 
-def repository_root() -> Path:
-    """The checkout this module runs from (src/voicestream/deploy/ -> root)."""
-    return Path(__file__).resolve().parents[3]
+# What makes a directory the voicestream checkout: the build needs these, wherever the module sits.
+CHECKOUT_MARKERS = ("pyproject.toml", DOCKERFILE, DEBIAN_SCRIPT)
+
+
+def is_checkout(path: Path) -> bool:
+    return all((path / marker).is_file() for marker in CHECKOUT_MARKERS)
+
+
+def repository_root(start: Path | None = None) -> Path:
+    """The voicestream checkout to build from: the nearest directory at or above `start` (default:
+    the working directory) that holds the build's files, else the checkout this module was
+    installed from (an editable install). Found by its files, not by this module's depth in it,
+    so that moving the module cannot send the build to the wrong directory."""
+    here = (start or Path.cwd()).resolve()
+    module = Path(__file__).resolve()
+    for candidate in (here, *here.parents, *module.parents):
+        if is_checkout(candidate):
+            return candidate
+    raise DeployError(f"no voicestream checkout at or above {here} (nor around {module}): run from the checkout")
 
 
 def docker(*args: str, stdin: bytes | None = None, timeout: float = BUILD_TIMEOUT_S) -> None:
@@ -146,11 +169,20 @@ def run_command(
     name: str | None = None,
     detach: bool = False,
     env: dict[str, str] | None = None,
+    host: str = LOCAL_HOST,
+    cache_volume: str = CACHE_VOLUME,
 ) -> list[str]:
-    """`docker run <image> serve` as SageMaker starts it: the model directory read-only at
-    /opt/ml/model, the server on `port` (VOICESTREAM_PORT) of the host's network."""
-    command = ["docker", "run", "--network", "host", "--volume", f"{model_dir.resolve()}:{MODEL_MOUNT}:ro"]
-    command += ["--env", f"VOICESTREAM_PORT={port}"]
+    """`docker run <image> serve` as SageMaker starts it, the model directory read-only at
+    /opt/ml/model, locked down for a developer's machine: the server listens on `host`
+    (loopback) and `port` of the host's network; the image's unprivileged user, a read-only
+    root filesystem, no capabilities; the only writable places its cache (a named volume, so
+    the graphs derived from the model survive a restart) and a /tmp in memory, with `exec`,
+    which Docker leaves out by default: phonemizer loads its copy of libespeak-ng from there."""
+    command = ["docker", "run", "--network", "host", "--read-only", "--tmpfs", "/tmp:rw,exec,nosuid,nodev"]
+    command += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    command += ["--volume", f"{model_dir.resolve()}:{MODEL_MOUNT}:ro"]
+    command += ["--mount", f"type=volume,source={cache_volume},destination={CACHE_MOUNT}"]
+    command += ["--env", f"VOICESTREAM_HOST={host}", "--env", f"VOICESTREAM_PORT={port}"]
     for key, value in (env or {}).items():
         command += ["--env", f"{key}={value}"]
     command += ["--name", name] if name else []
@@ -165,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_parser = commands.add_parser("build", help="build the CPU image")
     build_parser.add_argument("--tag", default=LOCAL_TAG)
     build_parser.add_argument("--debian-image", default=None, help="a Debian bookworm image to build on")
+    build_parser.add_argument("--root", type=Path, default=None, help="the checkout (default: found from .)")
     run_parser = commands.add_parser("run", help="run the image as SageMaker does (Ctrl-C stops it)")
     run_parser.add_argument("--tag", default=LOCAL_TAG)
     run_parser.add_argument("--model-dir", type=Path, default=None, help="default: the model cache")
@@ -172,14 +205,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            print(build(repository_root(), args.tag, args.debian_image))
+            root = repository_root() if args.root is None else args.root.resolve()
+            if not is_checkout(root):
+                raise DeployError(f"{root} is not a voicestream checkout (no {', '.join(CHECKOUT_MARKERS)})")
+            print(build(root, args.tag, args.debian_image))
             return 0
         from voicestream.engine.assets import default_model_dir
 
         model_dir = args.model_dir or default_model_dir()
         if not model_dir.is_dir():
             raise DeployError(f"model directory {model_dir} not found: run `make models`")
-        command = run_command(args.tag, model_dir, args.port)
+        # Named by its port: another run on the same port is refused by name, not by a bind error.
+        command = run_command(args.tag, model_dir, args.port, name=f"voicestream-kokoro-{args.port}")
         print(" ".join(command), file=sys.stderr)
         os.execvp(command[0], command)  # docker run forwards Ctrl-C / SIGTERM to the server
     except DeployError as error:
