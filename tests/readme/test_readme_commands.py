@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from tests.readme.readme_commands import REPO, commands, find, program, run
-from voicestream.kokoro_client import BidiSession
+from voicestream.speech import BidiSession
 
 READY_TIMEOUT_S = 300.0
 REPLY = "Hello there. The museum opens at nine."
