@@ -29,6 +29,9 @@ class ErrorCode(StrEnum):
     MESSAGE_TOO_LARGE = "message_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     REQUEST_TIMEOUT = "request_timeout"
+    # who may call: a local server's Host allow-list, a web page's Origin (voicestream.origins)
+    MISDIRECTED_REQUEST = "misdirected_request"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
     # what to speak and how
     MISSING_TEXT = "missing_text"
     EMPTY_TEXT = "empty_text"
