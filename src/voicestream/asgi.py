@@ -42,9 +42,10 @@ def require_json(request: Request) -> None:
         )
 
 
-async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
     """The JSON request body (`require_json`); `ProtocolError` message_too_large past `limit`
-    bytes, request_timeout when it has not all arrived within `timeout_s`."""
+    bytes, request_timeout when it has not all arrived within `timeout_s` (every route has one:
+    a body that never ends must not hold a connection slot for ever)."""
     require_json(request)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:

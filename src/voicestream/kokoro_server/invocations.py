@@ -45,9 +45,10 @@ async def invocations(request: Request) -> Any:
     runtime: ServerRuntime = request.app.state.runtime
     if routes_to_openai_speech(request.headers.get(CUSTOM_ATTRIBUTES_HEADER)):
         try:
-            return await speech_response(runtime, await read_body(request, runtime.limits.max_message_bytes))
+            body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
         except ProtocolError as error:
             return openai_error(error)
+        return await speech_response(runtime, body)
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()

@@ -48,7 +48,7 @@ def openai_error(error: CodedError, param: str | None = None) -> JSONResponse:
 async def speech(request: Request) -> JSONResponse | StreamingBody:
     runtime: ServerRuntime = request.app.state.runtime
     try:
-        body = await read_body(request, runtime.limits.max_message_bytes)
+        body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
     except ProtocolError as error:
         return openai_error(error)
     return await speech_response(runtime, body)
