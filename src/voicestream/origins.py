@@ -64,12 +64,22 @@ class RequestGuard:
     """ASGI middleware: the Host and Origin rules of the module docstring.
 
     `hosts`: the allowed Host headers (`allowed_hosts`), or None to accept any Host.
-    `origins`: origins (scheme://host[:port]) allowed besides the request's own."""
+    `origins`: origins (scheme://host[:port]) allowed besides the request's own.
+    `http_origins`: False to check the Origin of WebSocket handshakes only (the Kokoro server,
+    whose HTTP routes take JSON only: a page cannot send that without a preflight)."""
 
-    def __init__(self, app: ASGIApp, *, hosts: Collection[str] | None = None, origins: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: Collection[str] | None = None,
+        origins: Collection[str] = (),
+        http_origins: bool = True,
+    ) -> None:
         self.app = app
         self.hosts = None if hosts is None else frozenset(host.lower() for host in hosts)
         self.origins = frozenset(origin.lower().rstrip("/") for origin in origins)
+        self.http_origins = http_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -98,7 +108,7 @@ class RequestGuard:
                 status=421,
             )
         origin = headers.get("origin")
-        if origin is None:
+        if origin is None or (scope["type"] == "http" and not self.http_origins):
             return None
         origin = origin.lower().rstrip("/")
         if origin in self.origins:
