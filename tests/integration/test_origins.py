@@ -8,6 +8,7 @@ websockets and httpx libraries, setting the headers a browser would.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -47,7 +48,7 @@ def stack() -> Iterator[RunningServer]:
 async def spoken_session(url: str, *, port: int | None = None, **headers: str) -> str:
     """Open a session (with `headers`; to 127.0.0.1:`port` whatever the URL's host), ask for
     one word; the first frame's type."""
-    sockets = {} if port is None else {"host": "127.0.0.1", "port": port}
+    sockets: dict[str, Any] = {} if port is None else {"host": "127.0.0.1", "port": port}
     async with connect(url, additional_headers=headers, open_timeout=30, **sockets) as ws:
         await send_json(ws, {"type": "synthesize", "text": "Hi."})
         frame = await next_frame(ws)
