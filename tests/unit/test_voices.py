@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from voicestream.engine.base import InvalidRequestError, UnknownVoiceError
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, blend_key, parse_voice_spec
@@ -30,10 +32,43 @@ def test_unknown_voice_lists_the_valid_ids() -> None:
     assert "af_heart" in str(caught.value) and "zm_yunyang" in str(caught.value)
 
 
-@pytest.mark.parametrize("spec", ["af_heart:abc", "af_heart:-1", "af_heart:0", "af_heart:nan"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "af_heart:abc",
+        "af_heart:-1",
+        "af_heart:0",
+        "af_heart:nan",
+        "af_heart:inf",
+        "af_heart:1e308,af_bella:1e308",  # the sum overflowed: every share 0, an AssertionError (500)
+        "af_heart:1001,af_bella:1",
+    ],
+)
 def test_bad_weights_are_clear_errors(spec: str) -> None:
-    with pytest.raises(InvalidRequestError, match="weight"):
-        parse_voice_spec(spec, OFFICIAL_VOICES)
+    with pytest.raises(InvalidRequestError, match="weight") as caught:
+        VoiceTables(VoiceFiles(), OFFICIAL_VOICES).get(spec)
+    assert caught.value.code == "invalid_request" and caught.value.status == 400
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.sampled_from([v for v in OFFICIAL_VOICES if v.startswith("a")]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6), st.none()),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_blend_is_a_table_or_a_coded_400(parts: list[tuple[str, float | str | None]]) -> None:
+    spec = ",".join(name if weight is None else f"{name}:{weight}" for name, weight in parts)
+    try:
+        table = VoiceTables(VoiceFiles(), OFFICIAL_VOICES).get(spec)
+    except InvalidRequestError as error:
+        assert error.status == 400 and error.code in ("invalid_request", "unknown_voice")
+    else:
+        assert table.shape == VOICE_SHAPE and np.isfinite(table).all()
 
 
 def test_blend_across_languages_is_refused() -> None:

@@ -19,6 +19,9 @@ VoiceTable = npt.NDArray[np.float32]
 # Blend weights are kept to this many decimals: finer differences are inaudible, and without a
 # grid every new weight would be a new table.
 WEIGHT_DECIMALS: Final = 3
+# A blend weight's upper bound: weights are relative, and unbounded ones overflow their sum
+# (`a:1e308,b:1e308` summed to inf, every share became 0, and the blend had no part).
+MAX_WEIGHT: Final = 1000.0
 
 # Kokoro's voice ids start with a language letter, then f/m: af_heart = American English, female.
 LANGUAGE_OF_PREFIX: dict[str, str] = {
@@ -73,8 +76,10 @@ def parse_voice_spec(spec: str, valid: tuple[str, ...]) -> VoiceBlend:
             weight = float(weight_text) if weight_text else 1.0
         except ValueError:
             raise InvalidRequestError(f"voice weight of {name!r} is not a number: {weight_text!r}") from None
-        if not math.isfinite(weight) or weight <= 0:
-            raise InvalidRequestError(f"voice weight of {name!r} must be positive, got {weight_text}")
+        if not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
+            raise InvalidRequestError(
+                f"voice weight of {name!r} must be a positive number up to {MAX_WEIGHT:g}, got {weight_text}"
+            )
         parts.append((name, weight))
     languages = {LANGUAGE_OF_PREFIX.get(name[0]) for name, _ in parts}
     if len(languages) > 1:
@@ -94,7 +99,10 @@ def blend_key(blend: VoiceBlend) -> BlendKey:
     for name, weight in blend.parts:
         totals[name] += weight
     rounded = ((name, round(weight, WEIGHT_DECIMALS)) for name, weight in sorted(totals.items()))
-    return tuple((name, weight) for name, weight in rounded if weight > 0)
+    key = tuple((name, weight) for name, weight in rounded if weight > 0)
+    if not key:  # needs over 2000 voices of equal share: refused rather than an empty table
+        raise InvalidRequestError(f"every part of the blend rounds to a weight of 0 ({len(blend.parts)} parts)")
+    return key
 
 
 class VoiceTables:
