@@ -18,6 +18,7 @@ from tests.support.fakes import MemoryChannel, ToneEngine, started_runtime
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.session import EndReason, ServerSession
 from voicestream.wire.bidi import Limits
+from voicestream.wire.errors import FAILURE_MESSAGES
 from voicestream.wire.framing import parse_control_frame
 
 BOUND_S = 10.0
@@ -214,6 +215,7 @@ async def test_an_engine_fault_mid_stream_is_synthesis_failed_for_that_request()
     talk.send({"type": "synthesize", "text": "Then this.", "request_id": "ok"})
     error = await talk.until("error", "boom")
     assert error["code"] == "synthesis_failed"
+    assert error["message"] == FAILURE_MESSAGES["synthesis_failed"]  # not the exception's text
     await talk.until("synthesis_complete", "ok")
 
 

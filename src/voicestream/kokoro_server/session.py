@@ -57,7 +57,7 @@ from voicestream.wire.bidi import (
     encode_server_message,
     parse_client_message,
 )
-from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
+from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError, public_error
 from voicestream.wire.framing import make_audio_frames_safe
 
 Message = MutableMapping[str, Any]
@@ -383,7 +383,7 @@ class ServerSession:
                 audio.error = ErrorMessage(error.code, str(error), request.request_id)
             except Exception as error:
                 log_event("synthesis_failed", logging.ERROR, exc_info=True, error=repr(error))
-                audio.error = ErrorMessage(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {error}", request.request_id)
+                audio.error = public_error(error, request_id=request.request_id).to_message()
             await audio.frames.put(None)
 
     async def _send_loop(self) -> None:
