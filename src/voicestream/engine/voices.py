@@ -106,9 +106,11 @@ def blend_key(blend: VoiceBlend) -> BlendKey:
 
 
 class VoiceTables:
-    """Blended style tables by canonical blend (`blend_key`), at most `max_tables` of them: the
-    least recently used is dropped first. Each table is 510 x 256 float32 (522 KB); unbounded,
-    every distinct blend string a client sent stayed in memory forever. Thread-safe.
+    """Style tables by canonical blend (`blend_key`). Single voices are kept apart, each read
+    (and verified) once: at most one table per valid voice (54 x 522 KB). Blends are at most
+    `max_tables`, the least recently used dropped first (each is 510 x 256 float32, 522 KB;
+    unbounded, every distinct blend string a client sent stayed in memory forever), and rotating
+    blends never evicts the voices they are made of. Thread-safe.
 
     `load_voice` reads (and verifies) one voice's table; a blend is the weighted sum of them."""
 
@@ -119,14 +121,22 @@ class VoiceTables:
         self._valid = valid
         self.max_tables = max_tables
         self._tables: collections.OrderedDict[BlendKey, VoiceTable] = collections.OrderedDict()
+        self._voices: dict[str, VoiceTable] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
+        """Blend tables held (single voices are counted by `voices_held`)."""
         return len(self._tables)
+
+    @property
+    def voices_held(self) -> int:
+        return len(self._voices)
 
     def get(self, spec: str) -> VoiceTable:
         """The table of a voice id or blend; UnknownVoiceError / InvalidRequestError for a bad spec."""
         key = blend_key(parse_voice_spec(spec, self._valid))
+        if len(key) == 1:
+            return self._voice(key[0][0])
         table = self._cached(key)
         if table is None:
             table = self._remember(key, self._blend(key))
@@ -148,19 +158,20 @@ class VoiceTables:
         return table
 
     def _voice(self, name: str) -> VoiceTable:
-        """One voice's table: cached like any blend, so blend churn over the same voices reads
-        (and verifies) no file again."""
-        key: BlendKey = ((name, 1.0),)
-        table = self._cached(key)
-        return table if table is not None else self._remember(key, self._load_voice(name))
+        """One voice's table, read once (the voice ids are a fixed set: this cannot grow)."""
+        with self._lock:
+            table = self._voices.get(name)
+        if table is None:
+            table = self._load_voice(name)
+            with self._lock:
+                table = self._voices.setdefault(name, table)
+        return table
 
     def _blend(self, key: BlendKey) -> VoiceTable:
-        if len(key) == 1:
-            return self._load_voice(key[0][0])
         total = sum(weight for _, weight in key)
         table: VoiceTable | None = None
         for name, weight in key:
             part = (weight / total) * self._voice(name)
             table = part if table is None else table + part
-        assert table is not None  # a key has at least one part: the largest weight is >= 1/parts
+        assert table is not None  # blend_key never returns an empty key
         return table.astype(np.float32, copy=False)
