@@ -32,6 +32,7 @@ from voicestream.kokoro_client import (
     Cancelled,
     RequestCompleted,
     SessionClosed,
+    SessionConnectError,
     SessionError,
     SpeechSession,
     Words,
@@ -247,7 +248,10 @@ class _SpeakRun:
         """End the reply with `error`: the client gets `public_error`'s message (an exception's
         text can name endpoints, ARNs, paths), the log gets the detail."""
         public = public_error(error, code=code)
-        self._finish("error", public.code, public.message, detail=f"{type(error).__name__}: {error}")
+        message = public.message
+        if isinstance(error, SessionConnectError) and error.server_code:
+            message += f" [{error.server_code}]"  # the server's own reason (server_busy, not_ready): a code
+        self._finish("error", public.code, message, detail=f"{type(error).__name__}: {error}")
 
     def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         """One of the reply's tasks. The coroutine is made inside the task, so a task cancelled
