@@ -42,9 +42,10 @@ def require_json(request: Request) -> None:
         )
 
 
-async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
     """The JSON request body (`require_json`); `ProtocolError` message_too_large past `limit`
-    bytes, request_timeout when it has not all arrived within `timeout_s`."""
+    bytes, request_timeout when it has not all arrived within `timeout_s` (every route has one:
+    a body that never ends must not hold a connection slot for ever)."""
     require_json(request)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -68,7 +69,7 @@ def error_response(error: CodedError, headers: Mapping[str, str] | None = None) 
 
 
 class StreamingBody:
-    """Streams `chunks` as a 200 chunked response; see the module docstring.
+    """Streams `chunks` as a chunked response (`status`, 200 by default); see the module docstring.
 
     `on_disconnect` is called when the client left first; `on_failure` with the exception when
     the producer failed (the response is then aborted)."""
@@ -81,8 +82,10 @@ class StreamingBody:
         *,
         on_disconnect: Callable[[], None] | None = None,
         on_failure: Callable[[Exception], None] | None = None,
+        status: int = 200,
     ) -> None:
         self.chunks = chunks
+        self.status = status
         self.headers = [(b"content-type", media_type.encode())] + [
             (name.lower().encode(), value.encode()) for name, value in (headers or {}).items()
         ]
@@ -90,7 +93,7 @@ class StreamingBody:
         self.on_failure = on_failure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
         writer = asyncio.create_task(self._write(send), name="voicestream-response-writer")
         watcher = asyncio.create_task(_disconnected(receive), name="voicestream-disconnect-watcher")
         done: set[asyncio.Task[None]] = set()

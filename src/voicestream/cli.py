@@ -136,13 +136,22 @@ def _serve(args: argparse.Namespace) -> int:
     if args.speak_url:
         from voicestream.local_stack import run_proxy
 
-        run_proxy(settings, args.speak_url, args.region or _region())
+        run_proxy(
+            settings,
+            args.speak_url,
+            args.region or _region(),
+            allow_remote=args.allow_remote,
+            extra_hosts=args.allowed_host,
+        )
         return 0
     if args.kokoro_only:
         from voicestream.kokoro_server import run
+
+        run(settings)
     else:
-        from voicestream.local_stack import run
-    run(settings)
+        from voicestream.local_stack import run as run_local
+
+        run_local(settings, extra_hosts=args.allowed_host)
     return 0
 
 
@@ -347,6 +356,18 @@ def build_parser() -> argparse.ArgumentParser:
         "with your AWS credentials (no model is loaded)",
     )
     serve.add_argument("--region", default=None, help="the function URL's region (default: from its host)")
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --speak-url: allow a non-loopback --host (whoever reaches it speaks with your AWS credentials)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the page and /speak answer for besides loopback and --host (repeatable)",
+    )
     engine_options(serve)
     serve.set_defaults(handler=_serve)
 

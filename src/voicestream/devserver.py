@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import httpx
 import uvicorn
 
+from voicestream.httpserver import uvicorn_options as server_options
 from voicestream.wire.errors import CodedError, ErrorCode
 
 T = TypeVar("T")
@@ -77,8 +78,9 @@ def serve_in_thread(
     **uvicorn_options: Any,
 ) -> Iterator[RunningServer]:
     """Run `app` until the block ends, then shut it down gracefully; on `listener` if given
-    (see `bind_free_port`), else on a free port."""
-    options: dict[str, Any] = {"ws": "websockets-sansio", "log_level": "warning", **uvicorn_options}
+    (see `bind_free_port`), else on a free port. The server has the limits of
+    `httpserver.uvicorn_options` (as `voicestream serve`), `uvicorn_options` on top."""
+    options: dict[str, Any] = {**server_options(), "log_level": "warning", **uvicorn_options}
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, **options))
     sockets = None if listener is None else [listener]
     thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, name=name, daemon=True)

@@ -58,6 +58,8 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_CONNECTIONS": (
         "open HTTP connections before new requests get 503 (default 256; WebSocket sessions: VOICESTREAM_MAX_SESSIONS)"
     ),
+    "VOICESTREAM_ALLOWED_ORIGINS": "web page origins (scheme://host[:port], comma-separated) whose WebSocket "
+    "handshakes the server accepts (default none: a handshake that carries an Origin is refused 403)",
     "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache; the image: /var/cache/voicestream, "
     "the only directory its user writes)",
     # the session and request limits (wire.bidi.Limits), each named after its field
@@ -190,6 +192,18 @@ def limits(env: Env | None = None) -> Limits:
         return Limits(**values)  # type: ignore[arg-type]  # each field got its declared type above
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def allowed_origins(env: Env | None = None) -> tuple[str, ...]:
+    """VOICESTREAM_ALLOWED_ORIGINS, split (`voicestream.origins`); ConfigError for one that is
+    not scheme://host[:port]."""
+    value = (env or Env()).text("VOICESTREAM_ALLOWED_ORIGINS") or ""
+    origins = tuple(part.strip() for part in value.split(",") if part.strip())
+    for origin in origins:
+        scheme, _, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not rest or "/" in rest.rstrip("/"):
+            raise ConfigError(f"VOICESTREAM_ALLOWED_ORIGINS: {origin!r} is not an origin (scheme://host[:port])")
+    return origins
 
 
 @dataclass(frozen=True, slots=True)

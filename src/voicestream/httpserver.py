@@ -11,6 +11,15 @@ edges of HTTP, bounded.
   `VOICESTREAM_MAX_SESSIONS` instead (upgraded connections leave uvicorn's count).
 - Idle keep-alive connections close after `KEEP_ALIVE_S`.
 - Bodies have their own deadline, in the app (`asgi.read_body`: 408 request_timeout).
+- WebSocket messages: uvicorn's default is 16 MiB; ours is the protocol's limit
+  (`Limits.max_message_bytes`, 64 KiB), so a frame (or fragmented message) that declares more
+  is closed 1009 from its header, before its payload is buffered. permessage-deflate is off:
+  audio does not compress, and a compressed frame costs CPU to inflate (refused 1002).
+- One implementation: websockets' sans-I/O protocol.
+
+`uvicorn_options` is the one place these are set: `voicestream serve`, the container's
+entrypoint (both `kokoro_server.serve`) and every in-process server (`devserver`: the demo,
+the benchmarks, the tests) run with it.
 
 The protocol class extends uvicorn's h11 protocol (uvicorn is pinned; tests/integration/
 test_http_edges.py holds a slow client to the deadline), and it is used even where httptools
@@ -26,6 +35,8 @@ from typing import Any, Final
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from voicestream.wire.bidi import Limits
+
 KEEP_ALIVE_S: Final = 5
 _TIMEOUT_BODY: Final = b"the request headers took too long"
 _REQUEST_TIMEOUT_RESPONSE: Final = (
@@ -33,6 +44,8 @@ _REQUEST_TIMEOUT_RESPONSE: Final = (
     + f"content-length: {len(_TIMEOUT_BODY)}\r\n\r\n".encode()
     + _TIMEOUT_BODY
 )
+
+_MAX_MESSAGE_BYTES: Final = Limits().max_message_bytes
 
 logger = logging.getLogger("voicestream.httpserver")
 
@@ -90,12 +103,21 @@ def header_deadline_protocol(header_timeout_s: float) -> type[HeaderDeadlineProt
     return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": header_timeout_s})
 
 
-def uvicorn_options(header_timeout_s: float = 10.0, max_connections: int = 256) -> dict[str, Any]:
+def uvicorn_options(
+    header_timeout_s: float = 10.0,
+    max_connections: int = 256,
+    max_message_bytes: int = _MAX_MESSAGE_BYTES,
+) -> dict[str, Any]:
     """Keyword arguments for `uvicorn.run` / `uvicorn.Config`: the limits of the module docstring."""
     if max_connections < 1:
         raise ValueError(f"max_connections must be at least 1, got {max_connections}")
+    if max_message_bytes < 1:
+        raise ValueError(f"max_message_bytes must be at least 1, got {max_message_bytes}")
     return {
         "http": header_deadline_protocol(header_timeout_s),
         "limit_concurrency": max_connections,
         "timeout_keep_alive": KEEP_ALIVE_S,
+        "ws": "websockets-sansio",
+        "ws_max_size": max_message_bytes,
+        "ws_per_message_deflate": False,
     }

@@ -21,11 +21,13 @@ model is loaded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -38,6 +40,7 @@ from voicestream.engine.voices import OFFICIAL_VOICES
 from voicestream.env import Env, ServerSettings, limits
 from voicestream.kokoro_server.app import create_app as create_kokoro_app
 from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.origins import RequestGuard, allowed_hosts, is_loopback
 from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import BIDI_PATH, DEFAULT_VOICE, Limits
@@ -75,9 +78,15 @@ def create_local_app(
     synth_workers: int = 2,
     log_stream: TextIO | None = None,
     web_dir: Path = WEB_DIR,
+    hosts: Collection[str] | None = None,
 ) -> Starlette:
     """The composed app. `speak_config.kokoro_ws_url` must point at this app's own bidi route
-    (see `kokoro_ws_url`): the port is the caller's to choose, so the caller builds it."""
+    (see `kokoro_ws_url`): the port is the caller's to choose, so the caller builds it.
+    `hosts`: the Host headers answered (`origins.allowed_hosts`); by default the loopback names
+    and the address of `kokoro_ws_url`, with its port. Other origins are refused (origins.py)."""
+    if hosts is None:
+        own = urlsplit(str(speak_config.kokoro_ws_url))
+        hosts = allowed_hosts(own.hostname or "127.0.0.1", own.port or 80)
     kokoro = create_kokoro_app(engine, limits, synth_workers=synth_workers)
     speak = create_speak_app(speak_config, log_stream=log_stream)
     runtime: ServerRuntime = kokoro.state.runtime
@@ -108,6 +117,7 @@ def create_local_app(
             Route("/voices", voices, methods=["GET"]),
             Mount("/", StaticFiles(directory=web_dir, html=True), name="web"),
         ],
+        middleware=[Middleware(RequestGuard, hosts=hosts)],
         lifespan=lifespan,
     )
     app.state.runtime = runtime
@@ -116,8 +126,9 @@ def create_local_app(
     return app
 
 
-def run(settings: ServerSettings) -> None:
-    """Serve the local stack until interrupted (`voicestream serve`)."""
+def run(settings: ServerSettings, extra_hosts: Sequence[str] = ()) -> None:
+    """Serve the local stack until interrupted (`voicestream serve`); `extra_hosts`: more host
+    names it answers for (besides loopback and its bound address)."""
     from voicestream.kokoro_server import engine_factory, serve
 
     app = create_local_app(
@@ -125,15 +136,29 @@ def run(settings: ServerSettings) -> None:
         speak_config=local_speak_config(kokoro_ws_url(settings.host, settings.port)),
         limits=limits(),
         synth_workers=settings.synth_workers,
+        hosts=allowed_hosts(settings.host, settings.port, extra_hosts),
     )
     print(f"voicestream: the page is at http://{connect_host(settings.host)}:{settings.port}/", flush=True)
     serve(app, settings)
 
 
+class RemoteBindRefused(CodedError):
+    """The signing proxy was asked to listen beyond this machine without saying so."""
+
+    code = "remote_bind_refused"
+    status = 400
+
+
 def create_proxy_app(
-    speak_url: str, credentials: Any, *, region: str | None = None, web_dir: Path = WEB_DIR
+    speak_url: str,
+    credentials: Any,
+    *,
+    hosts: Collection[str],
+    region: str | None = None,
+    web_dir: Path = WEB_DIR,
 ) -> Starlette:
-    """The page, and /speak proxied to a deployed function URL, signed server-side."""
+    """The page, and /speak proxied to a deployed function URL, signed server-side; only for
+    the Host names in `hosts` (`origins.allowed_hosts`) and same-origin pages."""
     proxy = SpeakProxy(speak_url, credentials, region=region)
 
     async def voices(request: Request) -> JSONResponse:
@@ -156,18 +181,38 @@ def create_proxy_app(
             Route("/voices", voices, methods=["GET"]),
             Mount("/", StaticFiles(directory=web_dir, html=True), name="web"),
         ],
+        middleware=[Middleware(RequestGuard, hosts=hosts)],
         lifespan=lifespan,
     )
     app.state.proxy = proxy
     return app
 
 
-def run_proxy(settings: ServerSettings, speak_url: str, region: str | None) -> None:
+def check_proxy_bind(host: str, allow_remote: bool) -> None:
+    """`RemoteBindRefused` for a non-loopback address unless `allow_remote`: whoever reaches
+    the proxy speaks with the operator's AWS credentials."""
+    if not allow_remote and not is_loopback(host):
+        raise RemoteBindRefused(
+            f"--speak-url signs requests with your AWS credentials: it listens on a loopback address only "
+            f"(not {host!r}) unless --allow-remote is given"
+        )
+
+
+def run_proxy(
+    settings: ServerSettings,
+    speak_url: str,
+    region: str | None,
+    *,
+    allow_remote: bool = False,
+    extra_hosts: Sequence[str] = (),
+) -> None:
     """Serve the page with /speak proxied to `speak_url` (`voicestream serve --speak-url`)."""
     from voicestream.aws.sigv4 import caller_credentials
     from voicestream.kokoro_server import serve
 
-    app = create_proxy_app(speak_url, caller_credentials(), region=region)
+    check_proxy_bind(settings.host, allow_remote)
+    hosts = allowed_hosts(settings.host, settings.port, extra_hosts)
+    app = create_proxy_app(speak_url, caller_credentials(), region=region, hosts=hosts)
     host = connect_host(settings.host)
     print(f"voicestream: the page is at http://{host}:{settings.port}/ (speaking through {speak_url})", flush=True)
     serve(app, settings)

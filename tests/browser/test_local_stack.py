@@ -52,7 +52,8 @@ class BrokenEngine(SpeechEngine):
 
 def test_voices_say_why_while_the_model_is_not_ready() -> None:
     config = SpeakConfig(kokoro_ws_url=kokoro_ws_url("127.0.0.1", 9))
-    with TestClient(create_local_app(BrokenEngine(), speak_config=config)) as client:
+    app = create_local_app(BrokenEngine(), speak_config=config)
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:  # its own Host (origins.py)
         deadline = time.monotonic() + 30
         while client.get("/ping").json()["status"] != "failed":
             assert time.monotonic() < deadline

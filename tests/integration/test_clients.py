@@ -32,6 +32,7 @@ from tests.statemachines.sigv4 import RequireSigV4
 from tests.support.server import LiveServer
 from voicestream.devserver import bind_free_port, serve_in_thread
 from voicestream.local_stack import create_proxy_app
+from voicestream.origins import allowed_hosts
 from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.speak.sources import Pace
@@ -192,8 +193,10 @@ def test_call_reports_tts_unavailable_in_one_line(tmp_path: Path) -> None:
 def test_serve_speak_url_proxies_for_a_browser_without_keys(speak_url: str, asr: ModuleType) -> None:
     from botocore.credentials import Credentials
 
-    proxy = create_proxy_app(speak_url, Credentials(ACCESS_KEY, SECRET), region=REGION)
-    with serve_in_thread(proxy, "proxy") as running:
+    listener = bind_free_port()
+    hosts = allowed_hosts("127.0.0.1", listener.getsockname()[1])
+    proxy = create_proxy_app(speak_url, Credentials(ACCESS_KEY, SECRET), region=REGION, hosts=hosts)
+    with serve_in_thread(proxy, "proxy", listener=listener) as running:
         # What the page does: a plain POST /speak, no credentials anywhere.
         decoder = SpeakStreamDecoder("binary")
         events = []

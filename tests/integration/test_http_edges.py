@@ -129,6 +129,26 @@ def test_a_body_that_never_finishes_is_408_request_timeout(edged_server: LiveSer
     assert body["code"] == "request_timeout" and "12 bytes came" in body["message"]
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        "POST /v1/audio/speech HTTP/1.1\r\n",
+        "POST /invocations HTTP/1.1\r\nX-Amzn-SageMaker-Custom-Attributes: route=/v1/audio/speech\r\n",
+    ],
+)
+def test_every_route_has_the_body_deadline(edged_server: LiveServer, head: str) -> None:
+    """One reader, one deadline: 256 such bodies held every connection slot, for ever."""
+    with raw_connection(edged_server.http_url) as sock:
+        sock.sendall(
+            (head + "Host: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n").encode()
+            + b'{"input": "Hi'
+        )
+        answer = read_until_closed(sock)
+    status, _, rest = answer.partition(b"\r\n")
+    assert status.startswith(b"HTTP/1.1 408 ")
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+
+
 async def test_a_session_outlives_the_header_deadline(edged_server: LiveServer) -> None:
     """The deadline is for headers only: an upgraded WebSocket is never cut by it."""
     async with connect(edged_server.ws_url) as ws:

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.engine.assets import AssetError, default_model_dir, manifest, onnx_assets, verify_file
+from voicestream.engine import G2PSettings
+from voicestream.engine.assets import AssetError, default_model_dir, manifest, onnx_assets, read_voice, verify_file
+from voicestream.engine.onnx import OnnxEngine
 
 
 @pytest.fixture
@@ -65,3 +67,28 @@ def test_verify_file_accepts_exact_bytes(tmp_path: Path) -> None:
     path = tmp_path / "x.bin"
     path.write_bytes(b"abc")
     verify_file(path, 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+
+
+def test_read_voice_checks_the_bytes_it_returns(model_copy: Path) -> None:
+    assets = onnx_assets(model_copy, voices=())
+    assert len(read_voice(assets, "bf_emma")) == manifest()["voices"]["size"]
+    voice = model_copy / "voices" / "af_heart.bin"
+    data = bytearray(voice.read_bytes())
+    data[0] ^= 0xFF
+    voice.write_bytes(bytes(data))
+    with pytest.raises(AssetError, match=r"af_heart\.bin is corrupted"):
+        read_voice(assets, "af_heart")
+
+
+def test_a_voice_loads_without_verifying_the_model_again(model_copy: Path, onnx_engine: OnnxEngine) -> None:
+    """A voice's first use verified the whole 92 MB model again (~2 s of a worker per new
+    voice). Here the model is gone after loading: a voice loads all the same."""
+    shutil.copy(default_model_dir() / "voices" / "am_adam.bin", model_copy / "voices" / "am_adam.bin")
+    engine = OnnxEngine(model_copy, threads=1, derived_dir=onnx_engine.derived_dir, g2p=G2PSettings(workers=1))
+    engine.load()
+    try:
+        (model_copy / "kokoro-v1.0.int8.onnx").unlink()
+        chunks = list(engine.synthesize("Hi.", voice="am_adam:1,af_heart:1"))
+        assert sum(len(chunk.samples) for chunk in chunks) > 0
+    finally:
+        engine.close()

@@ -136,7 +136,6 @@ async def test_every_bad_input_gets_its_code_and_the_session_keeps_working(kokor
         ('{"type": "synthesize", "text": 42}', "missing_text"),
         ('{"text": "   "}', "empty_text"),
         (json.dumps({"text": "a" * (limits.max_text_chars + 1)}), "text_too_long"),
-        (json.dumps({"text": "a" * (limits.max_message_bytes + 1)}), "message_too_large"),
         ('{"text": "Hi.", "voice": "xx_nobody"}', "unknown_voice"),
         ('{"text": "Hi.", "voice": "af_heart:0.5,xx_nobody:0.5"}', "unknown_voice"),
         ('{"text": "Hi.", "speed": 7}', "invalid_speed"),

@@ -541,5 +541,6 @@ def encode_clip(pcm: bytes, response_format: str) -> bytes:
 @contextlib.contextmanager
 def serve_fake(fake: FakeVllmOmni) -> Iterator[tuple[LiveServer, str]]:
     """Run `fake` on 127.0.0.1:<free port>; yields the live server and the route's ws:// URL."""
-    with start_server(fake.app) as live:
+    # vLLM-Omni's server runs uvicorn's default WebSocket limit (16 MiB), not ours.
+    with start_server(fake.app, ws_max_size=16 * 1024 * 1024) as live:
         yield live, f"ws://127.0.0.1:{live.port}{ROUTE}"

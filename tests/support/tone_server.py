@@ -9,6 +9,7 @@ import sys
 import uvicorn
 
 from tests.support.fakes import ToneEngine
+from voicestream.httpserver import uvicorn_options
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.logs import logging_config
 from voicestream.wire.bidi import Limits
@@ -18,7 +19,8 @@ def main() -> None:
     port = int(sys.argv[1])
     app = create_app(ToneEngine(ms_per_char=15, chunk_ms=80, step_delay_s=0.01, words=True), Limits())
     # JSON log lines on stderr, as the real server writes them (tests read `cancelled` there).
-    uvicorn.run(app, host="127.0.0.1", port=port, ws="websockets-sansio", log_config=logging_config("INFO"))
+    # The transport limits of every server voicestream runs (voicestream.httpserver).
+    uvicorn.run(app, host="127.0.0.1", port=port, log_config=logging_config("INFO"), **uvicorn_options())
 
 
 if __name__ == "__main__":

@@ -59,13 +59,17 @@ async def test_the_size_limit_still_applies() -> None:
 
 
 def test_uvicorn_options_carry_the_limits() -> None:
-    options = uvicorn_options(header_timeout_s=3.5, max_connections=7)
+    options = uvicorn_options(header_timeout_s=3.5, max_connections=7, max_message_bytes=1000)
     assert issubclass(options["http"], HeaderDeadlineProtocol) and options["http"].header_timeout_s == 3.5
     assert options["limit_concurrency"] == 7 and options["timeout_keep_alive"] > 0
+    assert options["ws_max_size"] == 1000 and options["ws_per_message_deflate"] is False
+    assert uvicorn_options()["ws_max_size"] == Limits().max_message_bytes
     with pytest.raises(ValueError):
         uvicorn_options(header_timeout_s=0)
     with pytest.raises(ValueError):
         uvicorn_options(max_connections=0)
+    with pytest.raises(ValueError):
+        uvicorn_options(max_message_bytes=0)
 
 
 def test_new_server_settings_from_env() -> None:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from tests.support.fakes import MemoryChannel, ToneEngine, started_runtime
+from voicestream.kokoro_server.logs import RepeatLimiter
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.session import EndReason, ServerSession
 from voicestream.wire.bidi import Limits
+from voicestream.wire.errors import FAILURE_MESSAGES
 from voicestream.wire.framing import parse_control_frame
 
 BOUND_S = 10.0
@@ -214,6 +217,7 @@ async def test_an_engine_fault_mid_stream_is_synthesis_failed_for_that_request()
     talk.send({"type": "synthesize", "text": "Then this.", "request_id": "ok"})
     error = await talk.until("error", "boom")
     assert error["code"] == "synthesis_failed"
+    assert error["message"] == FAILURE_MESSAGES["synthesis_failed"]  # not the exception's text
     await talk.until("synthesis_complete", "ok")
 
 
@@ -269,3 +273,24 @@ async def test_a_disconnect_stops_the_work_and_sends_nothing_more() -> None:
     made = engine.chunks_made
     await asyncio.sleep(0.2)
     assert engine.chunks_made <= made + 1
+
+
+async def test_a_client_flooding_bad_messages_does_not_flood_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """Each bad message is answered, but only the first ten and then every hundredth are logged,
+    the logged one saying how many were left out."""
+    talk = await converse()
+    with caplog.at_level(logging.WARNING, logger="voicestream"):
+        for _ in range(510):
+            talk.send("not json")
+        for _ in range(510):
+            assert (await talk.until("error"))["code"] == "invalid_json"
+    logged = [record for record in caplog.records if record.getMessage() == "bad_input"]
+    assert len(logged) == 10 + 5
+    assert [getattr(record, "fields", {}).get("suppressed") for record in logged[10:]] == [99] * 5
+
+
+def test_the_repeat_limiter_counts() -> None:
+    limiter = RepeatLimiter(first=2, every=3)
+    assert [limiter.next() for _ in range(9)] == [0, 0, None, None, 2, None, None, 2, None]
+    with pytest.raises(ValueError):
+        RepeatLimiter(every=0)

@@ -20,6 +20,7 @@ from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speak.run import SpeakOptions, run_batch, run_bidi
 from voicestream.speak.sources import Pace, ReplaySource, TextSourceError
 from voicestream.speech import BidiSession
+from voicestream.wire.errors import FAILURE_MESSAGES
 from voicestream.wire.speak import (
     AgentStart,
     Done,
@@ -34,6 +35,7 @@ from voicestream.wire.speak import (
 REPLY = "Sure, I can help with that. Your table is booked for eight. See you tonight!"
 FAST = Pace(first_token_s=0.0, tokens_per_s=2000)
 BOUND_S = 10.0
+ARN = "arn:aws:sts::123456789012:assumed-role/speak-role/fn"
 
 
 class Sessions:
@@ -109,13 +111,15 @@ async def test_a_speech_server_that_cannot_be_reached_is_tts_unavailable() -> No
     assert isinstance(done, Done) and done.status == "error"
 
 
-async def test_a_silent_speech_server_is_tts_error() -> None:
+async def test_a_silent_speech_server_is_tts_error(caplog: pytest.LogCaptureFixture) -> None:
     def silent() -> BidiSession:
         return BidiSession(ScriptedTransport(), silence_timeout=0.2, close_timeout=0.2)
 
     events = await collect(run_bidi(ReplaySource(REPLY, FAST), silent))
     error = events[-2]
-    assert isinstance(error, ReplyError) and error.code == "tts_error" and "no frame" in error.message
+    assert isinstance(error, ReplyError) and error.code == "tts_error"
+    assert error.message == FAILURE_MESSAGES["tts_error"]  # the client gets the code's message...
+    assert "no frame" in caplog.text  # ...the log the detail
 
 
 async def test_a_refused_sentence_is_synthesis_failed_and_names_it() -> None:
@@ -134,17 +138,21 @@ async def test_the_reply_deadline_is_a_timeout() -> None:
     assert isinstance(done, Done) and done.timings.total_ms < 2000
 
 
-async def test_a_failing_text_source_is_its_own_error() -> None:
+async def test_a_failing_text_source_is_its_own_error(caplog: pytest.LogCaptureFixture) -> None:
+    """Bedrock's messages name roles and accounts: the client gets the code's fixed message."""
+
     class Broken:
         name = "broken"
 
         async def stream(self) -> AsyncIterator[str]:
             yield "Hello, "
-            raise TextSourceError("model_error", "Bedrock: ThrottlingException: slow down")
+            raise TextSourceError("model_error", f"Bedrock: AccessDeniedException: {ARN} may not invoke it")
 
     events = await collect(run_bidi(Broken(), await sessions()))
     error = events[-2]
-    assert isinstance(error, ReplyError) and error.code == "model_error" and "slow down" in error.message
+    assert isinstance(error, ReplyError) and error.code == "model_error"
+    assert error.message == FAILURE_MESSAGES["model_error"] and ARN not in error.message
+    assert ARN in caplog.text
 
 
 async def test_a_caller_who_stops_reading_cancels_the_work_on_the_speech_server() -> None:

@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from voicestream.engine.base import InvalidRequestError, UnknownVoiceError
 from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, blend_key, parse_voice_spec
@@ -30,10 +32,43 @@ def test_unknown_voice_lists_the_valid_ids() -> None:
     assert "af_heart" in str(caught.value) and "zm_yunyang" in str(caught.value)
 
 
-@pytest.mark.parametrize("spec", ["af_heart:abc", "af_heart:-1", "af_heart:0", "af_heart:nan"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "af_heart:abc",
+        "af_heart:-1",
+        "af_heart:0",
+        "af_heart:nan",
+        "af_heart:inf",
+        "af_heart:1e308,af_bella:1e308",  # the sum overflowed: every share 0, an AssertionError (500)
+        "af_heart:1001,af_bella:1",
+    ],
+)
 def test_bad_weights_are_clear_errors(spec: str) -> None:
-    with pytest.raises(InvalidRequestError, match="weight"):
-        parse_voice_spec(spec, OFFICIAL_VOICES)
+    with pytest.raises(InvalidRequestError, match="weight") as caught:
+        VoiceTables(VoiceFiles(), OFFICIAL_VOICES).get(spec)
+    assert caught.value.code == "invalid_request" and caught.value.status == 400
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.sampled_from([v for v in OFFICIAL_VOICES if v.startswith("a")]),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6), st.none()),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_blend_is_a_table_or_a_coded_400(parts: list[tuple[str, float | str | None]]) -> None:
+    spec = ",".join(name if weight is None else f"{name}:{weight}" for name, weight in parts)
+    try:
+        table = VoiceTables(VoiceFiles(), OFFICIAL_VOICES).get(spec)
+    except InvalidRequestError as error:
+        assert error.status == 400 and error.code in ("invalid_request", "unknown_voice")
+    else:
+        assert table.shape == VOICE_SHAPE and np.isfinite(table).all()
 
 
 def test_blend_across_languages_is_refused() -> None:
@@ -99,15 +134,19 @@ def test_equivalent_specs_are_computed_once() -> None:
     tables = VoiceTables(files, OFFICIAL_VOICES)
     first = tables.get("af_heart:0.7,am_michael:0.3")
     assert tables.get("am_michael:3,af_heart:7") is first
-    assert files.loads == ["af_heart", "am_michael"] and len(tables) == 3  # the blend and its two voices
+    assert files.loads == ["af_heart", "am_michael"] and len(tables) == 1 and tables.voices_held == 2
 
 
-def test_blend_churn_over_the_same_voices_reads_each_file_once() -> None:
+@pytest.mark.parametrize("max_tables", [1, 8])
+def test_blend_churn_over_the_same_voices_reads_each_file_once(max_tables: int) -> None:
+    """Voices are kept apart from blends: rotating blends never evicts (and re-reads, which
+    verified the whole model again: ~2 s of a worker) the voices they are made of."""
     files = VoiceFiles()
-    tables = VoiceTables(files, OFFICIAL_VOICES, max_tables=8)
+    tables = VoiceTables(files, OFFICIAL_VOICES, max_tables=max_tables)
     for step in range(1, 101):
         tables.get(f"af_heart:{step},am_adam:{101 - step}")
-    assert files.loads == ["af_heart", "am_adam"]  # the voices stay cached: each blend uses them
+        tables.get("bf_emma" if step % 2 else "am_adam")
+    assert files.loads == ["af_heart", "am_adam", "bf_emma"]
 
 
 def test_distinct_blends_never_hold_more_than_the_cap() -> None:
@@ -123,15 +162,14 @@ def test_distinct_blends_never_hold_more_than_the_cap() -> None:
 def test_the_least_recently_used_blend_goes_first() -> None:
     files = VoiceFiles()
     tables = VoiceTables(files, OFFICIAL_VOICES, max_tables=2)
-    tables.get("af_heart")
-    tables.get("am_adam")
-    tables.get("af_heart")  # used again: am_adam is now the oldest
-    tables.get("bf_emma")
-    files.loads.clear()
-    tables.get("af_heart")
-    assert files.loads == []  # still cached
-    tables.get("am_adam")
-    assert files.loads == ["am_adam"]  # was dropped
+    first, second, third = "af_heart:1,am_adam:1", "af_heart:1,am_adam:2", "af_heart:1,am_adam:3"
+    kept = tables.get(first)
+    dropped = tables.get(second)
+    assert tables.get(first) is kept  # used again: the second is now the oldest
+    tables.get(third)
+    assert tables.get(first) is kept  # still cached
+    assert tables.get(second) is not dropped  # was dropped, blended anew
+    assert files.loads == ["af_heart", "am_adam"]  # from the voices, never re-read
 
 
 def test_bad_specs_are_refused_before_any_file_is_read() -> None:

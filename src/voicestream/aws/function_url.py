@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
+from voicestream.asgi import JSON_MEDIA_TYPE, StreamingBody, error_response, read_body
 from voicestream.aws.sigv4 import function_url_region, signed_headers
-from voicestream.wire.errors import CodedError, ErrorCode, read_error_body
+from voicestream.speak.request import BODY_TIMEOUT_S, MAX_BODY_BYTES
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, read_error_body
 from voicestream.wire.framing import FrameError
 from voicestream.wire.speak import SpeakEvent, SpeakStreamDecoder
 
 SPEAK_PATH = "/speak"
-MAX_PROXY_BODY_BYTES = 64 * 1024  # the speak function's own limit (speak/request.py)
 _FORWARDED_RESPONSE_HEADERS = ("content-type", "x-correlation-id", "cache-control")
+
+logger = logging.getLogger("voicestream.aws.function_url")
 
 
 class FunctionUrlError(CodedError):
@@ -135,22 +139,34 @@ async def call_speak(
 
 
 class SpeakProxy:
-    """POST /speak → the function URL, signed here; the answer streams back as it comes."""
+    """POST /speak → the function URL, signed here; the answer streams back as it comes.
+
+    The body is read as `/speak` reads it (`asgi.read_body`: JSON only, 64 KiB, a deadline), so
+    a page's content-type-less "simple" POST is refused before anything is signed. The
+    credentials are signed from per request (`signed_headers`), so refreshable ones (SSO, a
+    role) are renewed before they expire. When the browser leaves, the upstream request closes."""
 
     def __init__(
-        self, url: str, credentials: Any, *, region: str | None = None, client: httpx.AsyncClient | None = None
+        self,
+        url: str,
+        credentials: Any,
+        *,
+        region: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         self.target = speak_url(url)
+        self.body_timeout_s = body_timeout_s
         self.region = resolve_region(url, region)
         self.credentials = credentials
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(60.0, read=120.0))
 
-    async def handle(self, request: Request) -> Response:
-        raw = await request.body()
-        if len(raw) > MAX_PROXY_BODY_BYTES:
-            error = CodedError("the body exceeds 64 KiB", code=ErrorCode.MESSAGE_TOO_LARGE, status=413)
-            return Response(json.dumps(error.body()), status_code=413, media_type="application/json")
-        headers = {"content-type": request.headers.get("content-type", "application/json")}
+    async def handle(self, request: Request) -> Response | StreamingBody:
+        try:
+            raw = await read_body(request, MAX_BODY_BYTES, self.body_timeout_s)
+        except ProtocolError as refused:
+            return error_response(refused)
+        headers = {"content-type": JSON_MEDIA_TYPE}
         for name in ("x-correlation-id", "x-request-id"):
             if name in request.headers:
                 headers[name] = request.headers[name]
@@ -162,16 +178,19 @@ class SpeakProxy:
                 self.client.build_request("POST", self.target, content=raw, headers=signed), stream=True
             )
         except httpx.HTTPError as exc:
-            error = CodedError(f"cannot reach {self.target}: {exc}", code=ErrorCode.TTS_UNAVAILABLE, status=502)
-            return Response(json.dumps(error.body()), status_code=502, media_type="application/json")
+            logger.warning("cannot reach %s: %r", self.target, exc)
+            unreachable = CodedError(f"cannot reach {self.target}", code=ErrorCode.TTS_UNAVAILABLE, status=502)
+            return error_response(unreachable)
         forwarded = {name: upstream.headers[name] for name in _FORWARDED_RESPONSE_HEADERS if name in upstream.headers}
-        return StreamingResponse(_relay(upstream), status_code=upstream.status_code, headers=forwarded)
+        media_type = forwarded.pop("content-type", "application/octet-stream")
+        return StreamingBody(_relay(upstream), media_type, forwarded, status=upstream.status_code)
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
 async def _relay(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The upstream's bytes; closed (in `finally`) when the browser leaves, too."""
     try:
         async for chunk in upstream.aiter_raw():
             yield chunk

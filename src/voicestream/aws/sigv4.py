@@ -37,13 +37,17 @@ def function_url_region(url: str) -> str | None:
 
 
 def caller_credentials(session: boto3.Session | None = None) -> Any:
-    """The caller's frozen credentials from boto3's chain; `SigningError` when there are none."""
+    """The caller's credentials from boto3's chain; `SigningError` when there are none.
+
+    Returned live, not frozen: temporary ones (SSO, an assumed role, a credential process)
+    are refreshable, and `signed_headers` reads them anew for every signature, so botocore
+    renews them before they expire. A long-running signer (`serve --speak-url`) keeps working."""
     credentials = (session or boto3.Session()).get_credentials()
     if credentials is None:
         raise SigningError(
             "no AWS credentials to sign with: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
         )
-    return credentials.get_frozen_credentials()
+    return credentials
 
 
 def signed_headers(

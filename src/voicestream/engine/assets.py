@@ -83,6 +83,28 @@ def verify_file(path: Path, size: int, sha256: str) -> None:
         )
 
 
+def read_voice(assets: OnnxAssets, voice: str) -> bytes:
+    """One voice's bytes, checked (size + sha256) on the very bytes returned; the model is not
+    verified again (`onnx_assets` did, once, when the engine loaded). AssetError naming the file."""
+    spec = manifest()["voices"]
+    path = assets.voice_path(voice)
+    if not path.is_file():
+        raise AssetError(f"missing model file {path}: {FETCH_HINT}")
+    data = path.read_bytes()
+    if len(data) != spec["size"]:
+        raise AssetError(
+            f"model file {path} has {len(data)} bytes, expected {spec['size']} (partial or wrong file): "
+            f"delete it and {FETCH_HINT}"
+        )
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != spec["sha256"][voice]:
+        raise AssetError(
+            f"model file {path} is corrupted (sha256 {actual}, expected {spec['sha256'][voice]}): "
+            f"delete it and {FETCH_HINT}"
+        )
+    return data
+
+
 def onnx_assets(model_dir: Path | None = None, *, voices: tuple[str, ...] | None = None) -> OnnxAssets:
     """Locate and verify the ONNX model, its config and the voices (all, or those named)."""
     root = model_dir or default_model_dir()

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
+from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
@@ -138,9 +138,10 @@ class OnnxEngine(SpeechEngine):
         return self._voice_tables.get(spec)
 
     def _voice_file(self, name: str) -> VoiceArray:
+        """One voice's table, from bytes checked as read (`read_voice`): once per voice, and
+        never the 92 MB model again (it was verified when the engine loaded)."""
         assert self._assets is not None
-        onnx_assets(self.model_dir, voices=(name,))  # size + sha256 check before first use
-        raw = np.fromfile(self._assets.voice_path(name), dtype="<f4")
+        raw = np.frombuffer(read_voice(self._assets, name), dtype="<f4").copy()
         return raw.reshape(VOICE_SHAPE)
 
     def phonemes(self, text: str, voice: str) -> list[str]:

@@ -19,6 +19,9 @@ VoiceTable = npt.NDArray[np.float32]
 # Blend weights are kept to this many decimals: finer differences are inaudible, and without a
 # grid every new weight would be a new table.
 WEIGHT_DECIMALS: Final = 3
+# A blend weight's upper bound: weights are relative, and unbounded ones overflow their sum
+# (`a:1e308,b:1e308` summed to inf, every share became 0, and the blend had no part).
+MAX_WEIGHT: Final = 1000.0
 
 # Kokoro's voice ids start with a language letter, then f/m: af_heart = American English, female.
 LANGUAGE_OF_PREFIX: dict[str, str] = {
@@ -73,8 +76,10 @@ def parse_voice_spec(spec: str, valid: tuple[str, ...]) -> VoiceBlend:
             weight = float(weight_text) if weight_text else 1.0
         except ValueError:
             raise InvalidRequestError(f"voice weight of {name!r} is not a number: {weight_text!r}") from None
-        if not math.isfinite(weight) or weight <= 0:
-            raise InvalidRequestError(f"voice weight of {name!r} must be positive, got {weight_text}")
+        if not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
+            raise InvalidRequestError(
+                f"voice weight of {name!r} must be a positive number up to {MAX_WEIGHT:g}, got {weight_text}"
+            )
         parts.append((name, weight))
     languages = {LANGUAGE_OF_PREFIX.get(name[0]) for name, _ in parts}
     if len(languages) > 1:
@@ -94,13 +99,18 @@ def blend_key(blend: VoiceBlend) -> BlendKey:
     for name, weight in blend.parts:
         totals[name] += weight
     rounded = ((name, round(weight, WEIGHT_DECIMALS)) for name, weight in sorted(totals.items()))
-    return tuple((name, weight) for name, weight in rounded if weight > 0)
+    key = tuple((name, weight) for name, weight in rounded if weight > 0)
+    if not key:  # needs over 2000 voices of equal share: refused rather than an empty table
+        raise InvalidRequestError(f"every part of the blend rounds to a weight of 0 ({len(blend.parts)} parts)")
+    return key
 
 
 class VoiceTables:
-    """Blended style tables by canonical blend (`blend_key`), at most `max_tables` of them: the
-    least recently used is dropped first. Each table is 510 x 256 float32 (522 KB); unbounded,
-    every distinct blend string a client sent stayed in memory forever. Thread-safe.
+    """Style tables by canonical blend (`blend_key`). Single voices are kept apart, each read
+    (and verified) once: at most one table per valid voice (54 x 522 KB). Blends are at most
+    `max_tables`, the least recently used dropped first (each is 510 x 256 float32, 522 KB;
+    unbounded, every distinct blend string a client sent stayed in memory forever), and rotating
+    blends never evicts the voices they are made of. Thread-safe.
 
     `load_voice` reads (and verifies) one voice's table; a blend is the weighted sum of them."""
 
@@ -111,14 +121,22 @@ class VoiceTables:
         self._valid = valid
         self.max_tables = max_tables
         self._tables: collections.OrderedDict[BlendKey, VoiceTable] = collections.OrderedDict()
+        self._voices: dict[str, VoiceTable] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
+        """Blend tables held (single voices are counted by `voices_held`)."""
         return len(self._tables)
+
+    @property
+    def voices_held(self) -> int:
+        return len(self._voices)
 
     def get(self, spec: str) -> VoiceTable:
         """The table of a voice id or blend; UnknownVoiceError / InvalidRequestError for a bad spec."""
         key = blend_key(parse_voice_spec(spec, self._valid))
+        if len(key) == 1:
+            return self._voice(key[0][0])
         table = self._cached(key)
         if table is None:
             table = self._remember(key, self._blend(key))
@@ -140,19 +158,20 @@ class VoiceTables:
         return table
 
     def _voice(self, name: str) -> VoiceTable:
-        """One voice's table: cached like any blend, so blend churn over the same voices reads
-        (and verifies) no file again."""
-        key: BlendKey = ((name, 1.0),)
-        table = self._cached(key)
-        return table if table is not None else self._remember(key, self._load_voice(name))
+        """One voice's table, read once (the voice ids are a fixed set: this cannot grow)."""
+        with self._lock:
+            table = self._voices.get(name)
+        if table is None:
+            table = self._load_voice(name)
+            with self._lock:
+                table = self._voices.setdefault(name, table)
+        return table
 
     def _blend(self, key: BlendKey) -> VoiceTable:
-        if len(key) == 1:
-            return self._load_voice(key[0][0])
         total = sum(weight for _, weight in key)
         table: VoiceTable | None = None
         for name, weight in key:
             part = (weight / total) * self._voice(name)
             table = part if table is None else table + part
-        assert table is not None  # a key has at least one part: the largest weight is >= 1/parts
+        assert table is not None  # blend_key never returns an empty key
         return table.astype(np.float32, copy=False)

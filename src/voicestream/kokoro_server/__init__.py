@@ -40,7 +40,8 @@ def engine_factory(settings: env.ServerSettings) -> Callable[[], SpeechEngine]:
 
 def serve(app: ASGIApp, settings: env.ServerSettings) -> None:
     """Run an app under uvicorn until interrupted, with our JSON logs (server or local stack)
-    and the HTTP limits of `voicestream.httpserver` (header deadline, connection cap)."""
+    and the HTTP and WebSocket limits of `voicestream.httpserver` (header deadline, connection
+    cap, message size, no compression)."""
     import uvicorn
 
     from voicestream.httpserver import uvicorn_options
@@ -50,10 +51,9 @@ def serve(app: ASGIApp, settings: env.ServerSettings) -> None:
         app,
         host=settings.host,
         port=settings.port,
-        ws="websockets-sansio",
         log_config=logging_config(settings.log_level),
         timeout_graceful_shutdown=5,
-        **uvicorn_options(settings.header_timeout_s, settings.max_connections),
+        **uvicorn_options(settings.header_timeout_s, settings.max_connections, env.limits().max_message_bytes),
     )
 
 

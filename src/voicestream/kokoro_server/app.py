@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -31,6 +32,7 @@ from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
+from voicestream.origins import RequestGuard
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
 from voicestream.wire.errors import ErrorCode, ErrorMessage
 from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
@@ -76,9 +78,15 @@ def create_app(
     limits: Limits | None = None,
     synth_workers: int = 2,
     warm_up_text: str = WARM_UP_TEXT,
+    allowed_origins: Collection[str] | None = None,
 ) -> Starlette:
     """The server app. `engine` may be an engine or a factory; either way it is loaded and
-    warmed up in the background after startup, while /ping answers 503."""
+    warmed up in the background after startup, while /ping answers 503.
+
+    A WebSocket handshake with an Origin (a web page's) is refused 403 unless the origin is in
+    `allowed_origins` (default: VOICESTREAM_ALLOWED_ORIGINS, none); SageMaker's sidecar and SDK
+    clients send no Origin (voicestream.origins)."""
+    origins = env.allowed_origins() if allowed_origins is None else allowed_origins
     runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text)
 
     @contextlib.asynccontextmanager
@@ -101,6 +109,7 @@ def create_app(
             Route(OPENAI_MODELS_PATH, openai_speech.models, methods=["GET"]),
             Route(OPENAI_VOICES_PATH, openai_speech.voices, methods=["GET"]),
         ],
+        middleware=[Middleware(RequestGuard, origins=origins, http_origins=False)],
         lifespan=lifespan,
     )
     app.state.runtime = runtime

@@ -34,7 +34,7 @@ from voicestream.kokoro_server.openai_speech import openai_error, speech_respons
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
 from voicestream.wire.bidi import DEFAULT_VOICE, parse_invocation_request
-from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
 from voicestream.wire.framing import encode_sse
 from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech
 
@@ -45,9 +45,10 @@ async def invocations(request: Request) -> Any:
     runtime: ServerRuntime = request.app.state.runtime
     if routes_to_openai_speech(request.headers.get(CUSTOM_ATTRIBUTES_HEADER)):
         try:
-            return await speech_response(runtime, await read_body(request, runtime.limits.max_message_bytes))
+            body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
         except ProtocolError as error:
             return openai_error(error)
+        return await speech_response(runtime, body)
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()
@@ -88,8 +89,7 @@ async def invocations(request: Request) -> Any:
         return error_response(error)
     except Exception as error:
         log_event("invocation_failed", logging.ERROR, exc_info=True, error=repr(error))
-        failed = CodedError(f"synthesis failed: {error}", code=ErrorCode.SYNTHESIS_FAILED, request_id=request_id)
-        return error_response(failed)
+        return error_response(public_error(error, request_id=request_id))
     first_audio_at = time.perf_counter() if first is not None else None
     audio = _prepend(first, frames)
     headers = {
@@ -163,9 +163,9 @@ async def _sse_events(
             yield encode_sse("audio_chunk", {"request_id": request.request_id, "seq": sequence, "data": data})
             sequence += 1
     except Exception as error:
-        code = error.code if isinstance(error, InvalidRequestError) else ErrorCode.SYNTHESIS_FAILED
-        log_event("invocation_failed", logging.ERROR, exc_info=True, code=code)
-        yield encode_sse("error", {"code": code, "message": str(error), "request_id": request.request_id})
+        public = public_error(error)
+        log_event("invocation_failed", logging.ERROR, exc_info=True, code=public.code, error=repr(error))
+        yield encode_sse("error", {"code": public.code, "message": public.message, "request_id": request.request_id})
         return
     timings = _timings(stream, first_audio_at)
     log_event("invocation_done", **timings)

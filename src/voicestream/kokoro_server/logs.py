@@ -55,6 +55,31 @@ def log_event(
         logger.log(level, event, extra=extra, exc_info=exc_info)
 
 
+class RepeatLimiter:
+    """Which repeats of one event to log: the first `first`, then every `every`-th. A client that
+    floods bad messages costs a log line per `every` of them, not one each, and the line logged
+    says how many were left out (`suppressed`). Counted, not timed: the same inputs always log
+    the same lines."""
+
+    def __init__(self, first: int = 10, every: int = 100) -> None:
+        if first < 0 or every < 1:
+            raise ValueError(f"first must be >= 0 and every >= 1, got {first}, {every}")
+        self.first = first
+        self.every = every
+        self.seen = 0
+        self._suppressed = 0
+
+    def next(self) -> int | None:
+        """Count one occurrence: None when it is not to be logged, else how many were left out
+        since the last line that was."""
+        self.seen += 1
+        if self.seen <= self.first or (self.seen - self.first) % self.every == 0:
+            suppressed, self._suppressed = self._suppressed, 0
+            return suppressed
+        self._suppressed += 1
+        return None
+
+
 def logging_config(level: str = "INFO") -> dict[str, Any]:
     """A logging.config dict that sends ours and uvicorn's records through JsonFormatter."""
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}

@@ -26,7 +26,7 @@ from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import DEFAULT_VOICE
-from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
 from voicestream.wire.openai_speech import (
     OpenAISpeechRequest,
     audio_delta_event,
@@ -48,7 +48,7 @@ def openai_error(error: CodedError, param: str | None = None) -> JSONResponse:
 async def speech(request: Request) -> JSONResponse | StreamingBody:
     runtime: ServerRuntime = request.app.state.runtime
     try:
-        body = await read_body(request, runtime.limits.max_message_bytes)
+        body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
     except ProtocolError as error:
         return openai_error(error)
     return await speech_response(runtime, body)
@@ -101,7 +101,7 @@ async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse |
         return openai_error(error)
     except Exception as error:
         log_event("openai_speech_failed", logging.ERROR, exc_info=True, error=repr(error))
-        return openai_error(CodedError(f"synthesis failed: {error}", code=ErrorCode.SYNTHESIS_FAILED))
+        return openai_error(public_error(error))
     headers = {"x-request-id": request_id, "x-sample-rate": str(parsed.sample_rate), "cache-control": "no-cache"}
     if parsed.stream_format == "sse":
         return StreamingBody(_sse(parsed, stream, _chain(head, items)), SSE_CONTENT_TYPE, headers, on_failure=_aborted)
@@ -138,10 +138,7 @@ async def _sse(
                 yield words_event(item)
     except Exception as error:
         log_event("openai_speech_failed", logging.ERROR, exc_info=True, error=repr(error))
-        coded = error if isinstance(error, CodedError) else CodedError(f"synthesis failed: {error}")
-        if not isinstance(error, CodedError):
-            coded.code = ErrorCode.SYNTHESIS_FAILED
-        yield error_event(coded)
+        yield error_event(public_error(error))
         return
     log_event("openai_speech_done", audio_ms=stream.stats.audio_ms, audio_bytes=stream.stats.audio_bytes)
     yield audio_done_event(len(parsed.input))

@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol, TypeVar
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from voicestream.engine.base import InvalidRequestError
-from voicestream.kokoro_server.logs import log_event, request_id_var, session_id_var
+from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
@@ -57,7 +57,7 @@ from voicestream.wire.bidi import (
     encode_server_message,
     parse_client_message,
 )
-from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
+from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError, public_error
 from voicestream.wire.framing import make_audio_frames_safe
 
 Message = MutableMapping[str, Any]
@@ -122,6 +122,7 @@ class ServerSession:
         self.limits = runtime.limits
         self.channel = channel
         self.session_id = session_id or uuid.uuid4().hex[:12]
+        self._bad_input_logs = RepeatLimiter()  # a flooding client must not flood the log
         self.defaults = SessionDefaults()
         self._pending: dict[str, SpeechRequest] = {}  # accepted and not finished, in order
         self._sequence = 0
@@ -289,7 +290,10 @@ class ServerSession:
                 self._closing = True
                 log_event("close_requested", unfinished=len(self._pending))
         except ProtocolError as error:
-            log_event("bad_input", logging.WARNING, request_id=error.request_id, code=error.code)
+            suppressed = self._bad_input_logs.next()
+            if suppressed is not None:
+                extra: dict[str, Any] = {"code": error.code, **({"suppressed": suppressed} if suppressed else {})}
+                log_event("bad_input", logging.WARNING, request_id=error.request_id, **extra)
             await self._send_control(error.to_message())
 
     def _accept(self, message: Synthesize) -> None:
@@ -383,7 +387,7 @@ class ServerSession:
                 audio.error = ErrorMessage(error.code, str(error), request.request_id)
             except Exception as error:
                 log_event("synthesis_failed", logging.ERROR, exc_info=True, error=repr(error))
-                audio.error = ErrorMessage(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {error}", request.request_id)
+                audio.error = public_error(error, request_id=request.request_id).to_message()
             await audio.frames.put(None)
 
     async def _send_loop(self) -> None:

@@ -32,12 +32,13 @@ from voicestream.speech import (
     Cancelled,
     RequestCompleted,
     SessionClosed,
+    SessionConnectError,
     SessionError,
     SpeechSession,
     Words,
 )
 from voicestream.wire.bidi import AudioFormat, default_sample_rate
-from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage
+from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, public_error
 from voicestream.wire.speak import (
     AgentStart,
     Done,
@@ -207,13 +208,22 @@ class _SpeakRun:
         if self._status is None:
             self._out.put_nowait(event)
 
-    def _finish(self, status: Status, code: str | None = None, message: str = "", index: int | None = None) -> None:
-        """End the reply (once): an error event if it failed, then done."""
+    def _finish(
+        self,
+        status: Status,
+        code: str | None = None,
+        message: str = "",
+        index: int | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """End the reply (once): an error event if it failed (`detail`, if given, is logged in
+        its place), then done."""
         if self._status is not None:
             return
         t_ms = self._t()
         if code is not None:
-            logger.warning("speak failed: %s: %s", code, message, extra={"mode": self.mode, "code": code})
+            logged = message if detail is None else detail
+            logger.warning("speak failed: %s: %s", code, logged, extra={"mode": self.mode, "code": code})
             self._emit(ReplyError(code=code, message=message, t_ms=t_ms, index=index))
         timings = ReplyTimings(
             first_text_ms=self._first_text,
@@ -234,6 +244,15 @@ class _SpeakRun:
         )
         self._status = status
 
+    def _fail(self, error: Exception, code: str = ErrorCode.INTERNAL_ERROR) -> None:
+        """End the reply with `error`: the client gets `public_error`'s message (an exception's
+        text can name endpoints, ARNs, paths), the log gets the detail."""
+        public = public_error(error, code=code)
+        message = public.message
+        if isinstance(error, SessionConnectError) and error.server_code:
+            message += f" [{error.server_code}]"  # the server's own reason (server_busy, not_ready): a code
+        self._finish("error", public.code, message, detail=f"{type(error).__name__}: {error}")
+
     def _spawn(self, name: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         """One of the reply's tasks. The coroutine is made inside the task, so a task cancelled
         before it ever ran leaves no never-awaited coroutine behind."""
@@ -247,7 +266,7 @@ class _SpeakRun:
             raise
         except Exception as exc:
             logger.exception("speak task failed")
-            self._finish("error", ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            self._fail(exc, ErrorCode.INTERNAL_ERROR)
 
     async def _teardown(self) -> None:
         for task in self._tasks:
@@ -282,7 +301,7 @@ class _SpeakRun:
                 for piece in self.chunker.feed(delta):
                     self._cut(piece)
         except TextSourceError as exc:
-            self._finish("error", exc.code, exc.message)
+            self._fail(exc)
             return
         finally:
             # Close the source here, in this task, also when cancelled: a model stream must
@@ -312,7 +331,7 @@ class _SpeakRun:
         try:
             await session.connect()
         except SessionError as exc:
-            self._finish("error", exc.code, str(exc))
+            self._fail(exc)
             return
         self._tasks.append(self._spawn("speak-audio", lambda: self._read_audio(session)))
         try:
@@ -332,7 +351,7 @@ class _SpeakRun:
                     sample_rate=self.options.sample_rate,
                 )
         except CodedError as exc:  # the session broke, or refused what it was asked (a SessionError or a 4xx)
-            self._finish("error", exc.code, str(exc))
+            self._fail(exc)
             return
         self._text_done = True
         self._maybe_complete()
@@ -360,7 +379,7 @@ class _SpeakRun:
                 elif isinstance(event, Cancelled | SessionClosed):
                     break
         except SessionError as exc:
-            self._finish("error", exc.code, str(exc))
+            self._fail(exc)
             return
         self._finish("error", ErrorCode.TTS_ERROR, "the speech server ended the session mid-reply")
 

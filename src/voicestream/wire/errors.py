@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 
 class ErrorCode(StrEnum):
@@ -29,6 +29,9 @@ class ErrorCode(StrEnum):
     MESSAGE_TOO_LARGE = "message_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     REQUEST_TIMEOUT = "request_timeout"
+    # who may call: a local server's Host allow-list, a web page's Origin (voicestream.origins)
+    MISDIRECTED_REQUEST = "misdirected_request"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
     # what to speak and how
     MISSING_TEXT = "missing_text"
     EMPTY_TEXT = "empty_text"
@@ -142,3 +145,30 @@ class ProtocolError(CodedError):
 
     def __init__(self, code: str, message: str, request_id: str | None = None, *, status: int | None = None) -> None:
         super().__init__(message, code=code, status=status or _STATUS_OF.get(code, 400), request_id=request_id)
+
+
+# What a client is told of a failure on our side, whatever the exception said: its text can
+# hold model paths, ARNs, endpoint names. The detail goes to the log only (`public_error`).
+FAILURE_MESSAGES: Final[dict[str, str]] = {
+    ErrorCode.SYNTHESIS_FAILED: "speech synthesis failed (the server's log has the details)",
+    ErrorCode.INTERNAL_ERROR: "internal error (the log has the details)",
+    ErrorCode.MODEL_ERROR: "the language model failed (the speak function's log has the details)",
+    ErrorCode.TTS_UNAVAILABLE: "the speech server is unavailable (the speak function's log has the details)",
+    ErrorCode.TTS_ERROR: "the speech server failed mid-reply (the speak function's log has the details)",
+}
+
+
+def public_error(
+    error: BaseException, *, code: str = ErrorCode.SYNTHESIS_FAILED, request_id: str | None = None
+) -> CodedError:
+    """What a client may be told of `error`: a refusal of what it sent (a `CodedError` under
+    500, whose message is ours) as it is; anything else as the fixed message of its code (`code`
+    for an exception that has none). Log `error` itself where it is caught."""
+    if isinstance(error, CodedError):
+        if error.status < 500:
+            return error
+        code, status = str(error.code), error.status
+    else:
+        status = 500
+    message = FAILURE_MESSAGES.get(code, FAILURE_MESSAGES[ErrorCode.INTERNAL_ERROR])
+    return CodedError(message, code=code, status=status, request_id=request_id)
