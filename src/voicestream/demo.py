@@ -29,8 +29,8 @@ import httpx
 
 from voicestream.devserver import ServerStartError, serve_in_thread, wait_until_ready
 from voicestream.engine import Backend
-from voicestream.engine.encoders import write_wav
 from voicestream.kokoro_client.websocket import bidi_url, http_base_url
+from voicestream.kokoro_server.encoders import write_wav
 from voicestream.speak.sources import Pace, tokenize
 from voicestream.texts import agent_reply
 from voicestream.wire.bidi import SAMPLE_RATE

@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from voicestream.asgi import error_response
 from voicestream.aws.function_url import SpeakProxy
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.voices import OFFICIAL_VOICES
+from voicestream.engine.text.voices import OFFICIAL_VOICES
 from voicestream.env import Env, ServerSettings, limits
 from voicestream.kokoro_server.app import create_app as create_kokoro_app
 from voicestream.kokoro_server.runtime import ServerRuntime

@@ -35,9 +35,10 @@ from tests.support.asr import transcribe, word_error_rate
 from tests.support.oracle_decoder import UPSAMPLED_PHASE, OracleDecoder, reach
 from tests.support.seams import compare, snr_db
 from voicestream.chunker import split_sentences
-from voicestream.engine.assets import manifest, onnx_assets
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import (
+from voicestream.engine.models.assets import manifest, onnx_assets
+from voicestream.engine.onnx.engine import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.graphs import (
     DERIVED_FILES,
     FRONTEND_RECEPTIVE_FIELD,
     GENERATOR_RECEPTIVE_FIELD,
@@ -46,11 +47,10 @@ from voicestream.engine.kokoro_split import (
     derived_folder,
     split_graphs,
 )
-from voicestream.engine.onnx import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.pacing import DecodeSpeed, Pace, paced_core
-from voicestream.engine.split_runtime import NormStatistics, SentenceFeatures, SplitKokoro
-from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
-from voicestream.engine.word_timings import FRAME_S
+from voicestream.engine.onnx.runtime import NormStatistics, SentenceFeatures, SplitKokoro
+from voicestream.engine.onnx.word_timings import FRAME_S
+from voicestream.engine.streaming.pacing import DecodeSpeed, Pace, paced_core
+from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.engine.assets import AssetError, default_model_dir, manifest, onnx_assets, verify_file
+from voicestream.engine.models.assets import AssetError, default_model_dir, manifest, onnx_assets, verify_file
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from typing import Any, Literal
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
-from voicestream.engine.g2p import G2P
-from voicestream.engine.voices import OFFICIAL_VOICES
+from voicestream.engine.text.g2p import G2P
+from voicestream.engine.text.voices import OFFICIAL_VOICES
 from voicestream.kokoro_client.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.kokoro_client.transport import FrameMode, Payload
 from voicestream.kokoro_server.runtime import ServerRuntime

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME, SplitGraphs, no_carried_statistics
-from voicestream.engine.split_runtime import SentenceFeatures
-from voicestream.engine.windows import Window
+from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME, SplitGraphs, no_carried_statistics
+from voicestream.engine.onnx.runtime import SentenceFeatures
+from voicestream.engine.streaming.windows import Window
 
 UPSAMPLED_PHASE = "/decoder/decoder/generator/m_source/l_sin_gen/Resize_1_output_0"  # [1, 9, samples]
 Arrays = dict[str, Any]

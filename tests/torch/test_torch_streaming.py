@@ -28,9 +28,9 @@ import torch
 from tests.support.seams import SeamReport, compare, snr_db
 from tests.torch.norm_oracle import instance_norms, recording, replaying
 from voicestream.engine.base import AudioChunk, FloatAudio
-from voicestream.engine.torch import DEFAULT_WINDOWS, TorchEngine, import_kokoro
-from voicestream.engine.torch_split import KokoroSplit, TorchSentenceFeatures
-from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine, import_kokoro
+from voicestream.engine.torch.split import KokoroSplit, TorchSentenceFeatures
 
 RECEPTIVE_FIELD_FRAMES = 14
 VOICE = "af_heart"

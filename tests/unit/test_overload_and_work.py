@@ -26,7 +26,7 @@ from tests.support.fakes import (
     started_runtime,
 )
 from tests.support.g2p_builders import build_echo, hold
-from voicestream.engine.g2p import G2P, G2PSettings
+from voicestream.engine.text.g2p import G2P, G2PSettings
 from voicestream.kokoro_client import (
     Audio,
     BidiSession,

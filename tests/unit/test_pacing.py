@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.onnx import OnnxEngine
-from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
-from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
+from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, Pace, paced_core
+from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
 FRAME_S = 0.025
 PLAN = WindowPlan(first=12, growth=2.0, largest=144, context=12, carried_context=8)

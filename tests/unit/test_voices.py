@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from voicestream.engine.base import InvalidRequestError, UnknownVoiceError
-from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, blend_key, parse_voice_spec
+from voicestream.engine.text.voices import OFFICIAL_VOICES, VoiceTables, blend_key, parse_voice_spec
 
 
 def test_single_voice_has_full_weight_and_its_language() -> None:

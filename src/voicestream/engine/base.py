@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.normalize import normalize_text
+from voicestream.engine.text.normalize import normalize_text
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.words import WordTiming as WordTiming  # the wire's type: engines stamp it on chunks
@@ -149,7 +149,7 @@ class SpeechEngine(abc.ABC):
 
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
-        from voicestream.engine.voices import parse_voice_spec
+        from voicestream.engine.text.voices import parse_voice_spec
 
         parse_voice_spec(voice, self.voices())
 

@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "build":
             print(build(repository_root(), args.tag, args.debian_image))
             return 0
-        from voicestream.engine.assets import default_model_dir
+        from voicestream.engine.models.assets import default_model_dir
 
         model_dir = args.model_dir or default_model_dir()
         if not model_dir.is_dir():

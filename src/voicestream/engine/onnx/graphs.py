@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from voicestream.engine.assets import AssetError
-from voicestream.engine.derived import ensure_derived, stale_reason
+from voicestream.engine.models.assets import AssetError
+from voicestream.engine.models.derived import ensure_derived, stale_reason
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, ValueInfoProto

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import (
+from voicestream.engine.onnx.graphs import (
     CARRIED_WEIGHT,
     ENCODER_OUTPUTS,
     SAMPLES_PER_FRAME,
@@ -18,9 +18,9 @@ from voicestream.engine.kokoro_split import (
     no_carried_statistics,
     norm_output,
 )
-from voicestream.engine.ort_options import run_options, session_options
-from voicestream.engine.pacing import Pace
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
+from voicestream.engine.onnx.ort_options import run_options, session_options
+from voicestream.engine.streaming.pacing import Pace
+from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.streaming.windows import WindowPlan
 
 # Share of the audio ahead a window may take to decode: runs vary by ~10% on a quiet 2-core
 # machine, and the window's audio must also reach the listener. Swept on the Intel host, paired in

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from voicestream.engine.base import EngineError, FloatAudio
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
+from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, plan_windows
 
 
 @dataclass(frozen=True, slots=True)

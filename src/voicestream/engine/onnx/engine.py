@@ -25,17 +25,17 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
-from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
-from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
-from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
-from voicestream.engine.pacing import MARGIN as PACING_MARGIN
-from voicestream.engine.pacing import DecodeSpeed, Pace, checked_margin
-from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
-from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, for_listener
-from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets
+from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
+from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
+from voicestream.engine.onnx.runtime import DecodedWindow, SentenceFeatures, SplitKokoro
+from voicestream.engine.onnx.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
+from voicestream.engine.streaming.pacing import DecodeSpeed, Pace, checked_margin
+from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
+from voicestream.engine.text.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
 from voicestream.env import DecoderWindows
 
 VoiceArray = npt.NDArray[np.float32]

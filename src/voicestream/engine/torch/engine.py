@@ -25,10 +25,9 @@ import numpy as np
 import torch
 
 from voicestream import env
-from voicestream.engine.assets import default_model_dir
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, UnsupportedLanguageError, WordTiming
-from voicestream.engine.g2p import MAX_PHONEMES, split_phonemes
-from voicestream.engine.torch_assets import (
+from voicestream.engine.models.assets import default_model_dir
+from voicestream.engine.models.torch_assets import (
     TorchAssets,
     blend_voices,
     check_checkpoint,
@@ -37,9 +36,10 @@ from voicestream.engine.torch_assets import (
     read_config,
     torch_assets,
 )
-from voicestream.engine.torch_split import KokoroSplit
-from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, for_listener
+from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
+from voicestream.engine.text.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
+from voicestream.engine.torch.split import KokoroSplit
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
