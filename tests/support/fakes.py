@@ -28,12 +28,12 @@ import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
 from voicestream.engine.text.g2p import G2P
-from voicestream.engine.text.voices import OFFICIAL_VOICES
 from voicestream.kokoro_client.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.kokoro_client.transport import FrameMode, Payload
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 Message = MutableMapping[str, Any]
 

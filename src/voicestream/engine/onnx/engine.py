@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
 from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
@@ -35,8 +35,9 @@ from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, Pace, checked_margin
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
-from voicestream.engine.text.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
+from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
@@ -149,12 +150,12 @@ class OnnxEngine(SpeechEngine):
 
     def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
-        language = parse_voice_spec(voice, self.voices()).language
+        language = check_voice(voice, self.voices()).language
         return self._g2p.phonemize_words(text, language).pieces()
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
         # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
-        language = parse_voice_spec(voice, self.voices()).language
+        language = check_voice(voice, self.voices()).language
         return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
 
     def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:

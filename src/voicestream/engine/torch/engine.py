@@ -25,7 +25,14 @@ import numpy as np
 import torch
 
 from voicestream import env
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, UnsupportedLanguageError, WordTiming
+from voicestream.engine.base import (
+    AudioChunk,
+    EngineError,
+    SpeechEngine,
+    UnsupportedLanguageError,
+    WordTiming,
+    check_voice,
+)
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import (
     TorchAssets,
@@ -38,9 +45,9 @@ from voicestream.engine.models.torch_assets import (
 )
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
-from voicestream.engine.text.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
 from voicestream.engine.torch.split import KokoroSplit
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
@@ -137,7 +144,7 @@ class TorchEngine(SpeechEngine):
         assets = self._assets
         if assets is None:
             raise EngineError("torch engine is not loaded: call load() first")
-        blend = parse_voice_spec(spec, self.voices())
+        blend = check_voice(spec, self.voices())
         # Blends are computed per request (microseconds): caching them would let clients grow
         # memory without bound with ever new weights. Voice files are read once.
         return blend_voices([(self._voice_file(assets, name), weight) for name, weight in blend.parts])
@@ -168,7 +175,7 @@ class TorchEngine(SpeechEngine):
 
     def _phonemize(self, text: str, voice: str) -> list[tuple[str, Any]]:
         """(phonemes, word tokens) pieces of at most 510 phonemes; tokens only for English."""
-        code = parse_voice_spec(voice, self.voices()).parts[0][0][0]
+        code = check_voice(voice, self.voices()).parts[0][0][0]
         with self._g2p_lock:
             pipeline = self._pipeline(code)
             phonemes, tokens = pipeline.g2p(text)
