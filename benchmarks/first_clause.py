@@ -26,14 +26,14 @@ from intelligibility import spell_numbers
 from voicestream.chunker import split_sentences
 from voicestream.kokoro_client import BidiSession
 from voicestream.speak.run import SpeakOptions, run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.wire.speak import Done, ReplyError, Sentence, SentenceAudio
 
 sys.path.insert(0, str(ROOT))  # the ASR helper lives with the tests
 from tests.support.asr import transcribe, word_error_rate
 
 SETTINGS: dict[str, int | None] = {"3": 3, "4": 4, "none": None}
-PACE = Pace(first_token_s=0.3, tokens_per_s=50.0)
+PACE = ReplayPace(first_token_s=0.3, tokens_per_s=50.0)
 
 
 def replies() -> list[str]:

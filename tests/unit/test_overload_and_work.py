@@ -38,13 +38,13 @@ from voicestream.kokoro_client import (
 )
 from voicestream.kokoro_server.session import ServerSession
 from voicestream.speak.run import run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import parse_control_frame
 from voicestream.wire.speak import Done, ReplyError
 
 BOUND_S = 20.0
-FAST = Pace(first_token_s=0.0, tokens_per_s=2000)
+FAST = ReplayPace(first_token_s=0.0, tokens_per_s=2000)
 
 
 async def frames_of(channel: MemoryChannel, until: Any) -> list[dict[str, Any]]:

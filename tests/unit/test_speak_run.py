@@ -19,7 +19,7 @@ from tests.support.fakes import MemoryTransport, ScriptedTransport, ToneEngine, 
 from voicestream.kokoro_client import BidiSession
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speak.run import SpeakOptions, run_batch, run_bidi
-from voicestream.speak.sources import Pace, ReplaySource, TextSourceError
+from voicestream.speak.sources import ReplayPace, ReplaySource, TextSourceError
 from voicestream.wire.speak import (
     AgentStart,
     Done,
@@ -32,7 +32,7 @@ from voicestream.wire.speak import (
 )
 
 REPLY = "Sure, I can help with that. Your table is booked for eight. See you tonight!"
-FAST = Pace(first_token_s=0.0, tokens_per_s=2000)
+FAST = ReplayPace(first_token_s=0.0, tokens_per_s=2000)
 BOUND_S = 10.0
 
 
@@ -170,7 +170,7 @@ async def test_no_coroutine_is_left_unawaited_when_the_caller_leaves_at_once(mod
     factory = await sessions()
     run = run_bidi if mode == "bidi" else run_batch
     for _ in range(6):
-        events = run(ReplaySource(REPLY, Pace(first_token_s=0.0, tokens_per_s=5)), factory)
+        events = run(ReplaySource(REPLY, ReplayPace(first_token_s=0.0, tokens_per_s=5)), factory)
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):

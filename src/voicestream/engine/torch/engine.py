@@ -45,7 +45,7 @@ from voicestream.engine.models.torch_assets import (
 )
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
-from voicestream.engine.torch.split import KokoroSplit
+from voicestream.engine.torch.split import TorchSplitRuntime
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 from voicestream.wire.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES
 
@@ -88,7 +88,7 @@ class TorchEngine(SpeechEngine):
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
-        self._split: KokoroSplit | None = None
+        self._split: TorchSplitRuntime | None = None
         self._pipeline_class: Any = None
         self._pipelines: dict[str, Any] = {}
         self._g2p_lock = threading.Lock()
@@ -109,7 +109,7 @@ class TorchEngine(SpeechEngine):
             model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
-        self._split = KokoroSplit(self._model)
+        self._split = TorchSplitRuntime(self._model)
         self._assets = assets
         # Warm the default voice end to end: US G2P, voice file, first-inference kernel setup
         # (seconds on CUDA) happen here instead of in the first request.
@@ -117,7 +117,7 @@ class TorchEngine(SpeechEngine):
             pass
 
     @property
-    def split(self) -> KokoroSplit:
+    def split(self) -> TorchSplitRuntime:
         """The loaded model as encoder + window decoder."""
         if self._split is None:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")

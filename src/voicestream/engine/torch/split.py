@@ -56,7 +56,7 @@ class TorchSentenceFeatures:
         return int(self.asr.shape[2])
 
 
-class KokoroSplit:
+class TorchSplitRuntime:
     """Encoder and window decoder over one loaded KModel; holds no per-request state (thread-safe)."""
 
     def __init__(self, model: Any) -> None:
