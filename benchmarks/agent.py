@@ -53,7 +53,7 @@ from common import (
 from voicestream.chunker import SentenceChunker
 from voicestream.speak.app import create_app
 from voicestream.speak.config import SpeakConfig
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.texts import agent_reply
 from voicestream.wire.speak import Done, ReplyError, SentenceAudio, SpeakStreamDecoder
 
@@ -130,7 +130,7 @@ async def speak_run(speak_url: str, mode: str, tokens_per_s: float) -> tuple[dic
 
 
 async def replayed_pieces(tokens_per_s: float) -> AsyncIterator[str]:
-    source = ReplaySource(agent_reply(), Pace(first_token_s=FIRST_TOKEN_MS / 1000, tokens_per_s=tokens_per_s))
+    source = ReplaySource(agent_reply(), ReplayPace(first_token_s=FIRST_TOKEN_MS / 1000, tokens_per_s=tokens_per_s))
     chunker = SentenceChunker()
     async for delta in source.stream():
         for piece in chunker.feed(delta):

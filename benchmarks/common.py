@@ -30,9 +30,9 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
-from voicestream.engine.onnx import OnnxEngine
-from voicestream.engine.process_memory import return_freed_memory_to_the_os
+from voicestream.engine.onnx.engine import OnnxEngine
 from voicestream.kokoro_server import create_app
+from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speech import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.speech.websocket import http_base_url
@@ -396,13 +396,13 @@ def whole_sentence_decoding(server: LocalServer) -> contextlib.AbstractContextMa
 
 def behind_ignored(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server with its engine never told that it is behind a listener
-    (engine/windows.py, `WindowPlan.behind`): every sentence planned as if the server kept up."""
+    (engine/streaming/windows.py, `WindowPlan.behind`): every sentence planned as if the server kept up."""
     return switched(server.engine, "pass_behind", False, "ignoring `behind`")
 
 
 def pacing_off(server: LocalServer) -> contextlib.AbstractContextManager[None]:
     """The same in-process server with its engine decoding on the window plan's schedule alone,
-    not paced to its measured speed (engine/pacing.py)."""
+    not paced to its measured speed (engine/streaming/pacing.py)."""
     inner = server.engine.inner if server.engine is not None else None
     onnx = inner if isinstance(inner, OnnxEngine) else None
     return switched(onnx, "pacing", False, "decoding without pacing (an ONNX engine)")

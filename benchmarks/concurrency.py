@@ -7,7 +7,7 @@ level runs again with the same server's engine decoding whole sentences (decoder
 next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio;
 again with the engine never told that the server is behind a listener (`behind` ignored),
 which shows what that signal buys once the sessions outrun the server; and again with its
-windows on the plan's schedule alone (`not paced`: engine/pacing.py), what pacing costs or buys
+windows on the plan's schedule alone (`not paced`: engine/streaming/pacing.py), what pacing costs or buys
 when sessions share the cores.
 
 Callers arriving one after another (`--arrivals N --arrival-gap-s S`): N sessions, one every S

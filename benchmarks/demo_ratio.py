@@ -24,7 +24,7 @@ from typing import Any
 
 from common import LoadMeter, TimedEngine, base_parser, command_line, kokoro_server, machine, summary, write_json
 from voicestream.demo import PACE, local_speak_app, measure_runs
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine
 from voicestream.texts import agent_reply
 
 

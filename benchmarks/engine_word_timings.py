@@ -26,7 +26,7 @@ import numpy as np
 
 from common import RESULTS, ROOT, LoadMeter, command_line, machine, write_json
 from voicestream.chunker import split_sentences
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine
 from voicestream.stats import percentile
 
 sys.path.insert(0, str(ROOT))  # the ASR helper lives with the tests

@@ -3,12 +3,12 @@
 One sentence without clause marks of 5, 15, 30 and 50 words, spoken by ONNX engines in the same
 process: `chunked` (the defaults: decoder windows, and a long sentence's head encoded first),
 `schedule alone` (the same windows on the plan's schedule, not paced to the engine's speed:
-engine/pacing.py; on a machine fast enough for the schedule the two are the same), `no lookahead`
+engine/streaming/pacing.py; on a machine fast enough for the schedule the two are the same), `no lookahead`
 (the same windows, every sentence encoded whole first), `whole`
 (`decoder_windows=None`: one decoder run per sentence, the original graph's samples less the
 leading silence), any extra window plans given with `--plans` and the defaults paced with each
 other margin given with `--margins` (the share of the listener's audio ahead a window may take
-to decode: engine/pacing.py, `MARGIN`); they alternate per repeat so
+to decode: engine/streaming/pacing.py, `MARGIN`); they alternate per repeat so
 that the machine's load falls on all alike. Per run:
 time from `synthesize()` to the first AudioChunk (G2P + encoder + first window), total time,
 audio length, this process's CPU time, and the playback stall a listener would hear if playback
@@ -41,16 +41,16 @@ from typing import Any
 from common import RESULTS, LoadMeter, command_line, machine, own_cpu_s, write_json
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.lookahead import head_split
-from voicestream.engine.onnx import (
+from voicestream.engine.onnx.engine import (
     DEFAULT_LEAD_IN_FRAMES,
     DEFAULT_LOOKAHEAD,
     DEFAULT_WINDOWS,
     OnnxEngine,
     window_plan,
 )
-from voicestream.engine.windows import WindowPlan, plan_windows
-from voicestream.engine.word_timings import tokenize
+from voicestream.engine.onnx.lookahead import head_split
+from voicestream.engine.onnx.word_timings import tokenize
+from voicestream.engine.streaming.windows import WindowPlan, plan_windows
 from voicestream.kokoro_server.playback import PlaybackClock
 
 TEXT = (

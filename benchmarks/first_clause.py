@@ -25,7 +25,7 @@ from common import ROOT, base_parser, header, kokoro_server, ratio, summary, wri
 from intelligibility import spell_numbers
 from voicestream.chunker import split_sentences
 from voicestream.speak.run import SpeakOptions, run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.speech import BidiSession
 from voicestream.wire.speak import Done, ReplyError, Sentence, SentenceAudio
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))  # the ASR helper lives with the tests
 from tests.support.asr import transcribe, word_error_rate
 
 SETTINGS: dict[str, int | None] = {"3": 3, "4": 4, "none": None}
-PACE = Pace(first_token_s=0.3, tokens_per_s=50.0)
+PACE = ReplayPace(first_token_s=0.3, tokens_per_s=50.0)
 
 
 def replies() -> list[str]:

@@ -10,7 +10,7 @@ is shared and noisy: separate processes minutes apart are not comparable), for a
 sentence and for the long input.
 
 - `default_arena`: onnxruntime's defaults (what the engine used before): the arena keeps its peak;
-- `arena_shrinkage` (the engine's choice, `voicestream.engine.ort_options`): the arena, shrunk
+- `arena_shrinkage` (the engine's choice, `voicestream.engine.onnx.ort_options`): the arena, shrunk
   after every run (run option `memory.enable_memory_arena_shrinkage` = `cpu:0`);
 - `no_arena`: `enable_cpu_mem_arena = False`: every tensor from malloc.
 
@@ -49,9 +49,9 @@ def child(config: str, threads: int) -> dict[str, Any]:
     import numpy as np
     import onnxruntime
 
-    from voicestream.engine.assets import onnx_assets
-    from voicestream.engine.onnx import OnnxEngine
-    from voicestream.engine.ort_options import run_options, session_options
+    from voicestream.engine.models.assets import onnx_assets
+    from voicestream.engine.onnx.engine import OnnxEngine
+    from voicestream.engine.onnx.ort_options import run_options, session_options
 
     engine = OnnxEngine(threads=threads)  # not loaded: its G2P (worker processes) is all we use of it
     assets = onnx_assets(None, voices=("af_heart",))
@@ -110,9 +110,9 @@ def paired_rtf(threads: int, rounds: int) -> dict[str, Any]:
     import numpy as np
     import onnxruntime
 
-    from voicestream.engine.assets import onnx_assets
-    from voicestream.engine.onnx import OnnxEngine
-    from voicestream.engine.ort_options import run_options, session_options
+    from voicestream.engine.models.assets import onnx_assets
+    from voicestream.engine.onnx.engine import OnnxEngine
+    from voicestream.engine.onnx.ort_options import run_options, session_options
 
     engine = OnnxEngine(threads=threads)
     assets = onnx_assets(None, voices=("af_heart",))

@@ -48,8 +48,8 @@ from common import (
 )
 from voicestream import env
 from voicestream.chunker import split_sentences
-from voicestream.engine.encoders import create_encoder
-from voicestream.engine.resample import StreamResampler
+from voicestream.kokoro_server.encoders import create_encoder
+from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.speak.app import create_app
 from voicestream.speak.config import SpeakConfig
 from voicestream.speech import bidi_url

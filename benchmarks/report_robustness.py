@@ -115,7 +115,7 @@ def memory(page: Page, r: Json) -> None:
                 "Each setting in a fresh process on the real model: RSS after short warm-up inputs (baseline), "
                 "its peak over three 503-phoneme inputs, RSS after short inputs again, and the real-time factor "
                 f"of a medium sentence (medians of {r['repeats']} repeats, settings rotated). The engine uses the "
-                "chosen one (`voicestream.engine.ort_options`).",
+                "chosen one (`voicestream.engine.onnx.ort_options`).",
                 _table(["setting", "baseline", "peak", "after", "kept", "RTF (medium)", "RTF / default"], rows),
                 _command(r),
             ]

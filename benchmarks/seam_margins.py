@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from common import RESULTS, ROOT, command_line, machine, write_json
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME
-from voicestream.engine.lookahead import frames_before
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.windows import WindowPlan, plan_windows
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
+from voicestream.engine.onnx.lookahead import frames_before
+from voicestream.engine.streaming.windows import WindowPlan, plan_windows
 
 sys.path.insert(0, str(ROOT))  # the tests' seam measure and sentences: one definition of each
 from tests.integration.test_engine_lookahead import SENTENCES, encode, returning
@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "seam_margins.json")
     args = parser.parse_args()
     started = time.time()
+    host = machine()  # first: the host's speed before this run loads it
     engine = OnnxEngine(threads=2, pacing=False)
     engine.load()
     try:
@@ -115,7 +116,7 @@ def main() -> None:
         },
         "bad_plans_best_excess_db": min(min(row["plain"]["seam_excess_db"] for row in r["sentences"]) for r in bad),
         "wall_s": round(time.time() - started, 1),
-        "machine": machine(),
+        "machine": host,
     }
     write_json(args.out, report)
 

@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 
 import torch
+from tests.support.checkpoint import build_model_dir
 
 from common import RESULTS, LoadMeter, machine, write_json
 from first_audio_length import LENGTHS, sentence, summarise, timed
-from voicestream.engine.assets import default_model_dir
-from voicestream.engine.checkpoint import build_model_dir
-from voicestream.engine.torch import DEFAULT_WINDOWS, TorchEngine
-from voicestream.engine.windows import plan_windows
+from voicestream.engine.models.assets import default_model_dir
+from voicestream.engine.streaming.windows import plan_windows
+from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
 
 VOICE = "af_heart"
 

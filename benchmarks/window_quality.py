@@ -34,8 +34,8 @@ import numpy as np
 from common import RESULTS, ROOT, command_line, machine, write_json
 from first_audio_length import describe, parse_plan
 from voicestream.chunker import split_sentences
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.streaming.windows import WindowPlan
 
 sys.path.insert(0, str(ROOT))  # the ASR and seam helpers live with the tests
 from tests.support.asr import transcribe, word_error_rate

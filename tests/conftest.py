@@ -29,7 +29,7 @@ from voicestream.engine.base import SpeechEngine
 from voicestream.wire.bidi import Limits
 
 if TYPE_CHECKING:
-    from voicestream.engine.onnx import OnnxEngine
+    from voicestream.engine.onnx.engine import OnnxEngine
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
 
@@ -50,12 +50,12 @@ TEST_THREADS = int(os.environ.get("VOICESTREAM_TEST_THREADS", "2"))
 
 @pytest.fixture(scope="session")
 def kokoro_engine() -> SpeechEngine:
-    """The production engine on its window schedule alone. Pacing (engine/pacing.py) sizes each
+    """The production engine on its window schedule alone. Pacing (engine/streaming/pacing.py) sizes each
     window from how long the ones before took on this machine, so with it on, what a test hears
     would depend on the machine's speed and load. Pacing itself is tested with a fixed speed and a
     frozen clock (tests/unit/test_pacing.py, test_engine_onnx_streaming.py); its effect on a host
     is measured by benchmarks/first_audio_length.py."""
-    from voicestream.engine.onnx import OnnxEngine
+    from voicestream.engine.onnx.engine import OnnxEngine
 
     engine = OnnxEngine(threads=TEST_THREADS, pacing=False)
     engine.load()
@@ -64,7 +64,7 @@ def kokoro_engine() -> SpeechEngine:
 
 @pytest.fixture(scope="session")
 def onnx_engine(kokoro_engine: SpeechEngine) -> OnnxEngine:
-    from voicestream.engine.onnx import OnnxEngine
+    from voicestream.engine.onnx.engine import OnnxEngine
 
     assert isinstance(kokoro_engine, OnnxEngine)
     return kokoro_engine

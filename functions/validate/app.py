@@ -13,7 +13,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from voicestream.aws.tasks.validate import EndpointValidator, ValidationSettings
+from voicestream.aws.tasks.checks import ValidationSettings
+from voicestream.aws.tasks.validate import EndpointValidator
 from voicestream.env import aws_region
 
 logger = Logger(service="validate")

@@ -16,11 +16,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _models(args: argparse.Namespace) -> int:
-    from voicestream.engine.assets import default_model_dir, fetch_onnx_assets, onnx_assets
+    from voicestream.engine.models.assets import default_model_dir, fetch_onnx_assets, onnx_assets
 
     model_dir = args.model_dir or default_model_dir()
     if args.action == "fetch" and args.source == "huggingface":
-        from voicestream.engine.hub import fetch_hub_assets
+        from voicestream.engine.models.hub import fetch_hub_assets
 
         fetch_hub_assets(model_dir, revision=args.revision)
     elif args.action == "fetch":
@@ -39,9 +39,9 @@ def _say(args: argparse.Namespace) -> int:
     import numpy as np
 
     from voicestream.engine import load_engine
-    from voicestream.engine.encoders import create_encoder
     from voicestream.engine.offline import synthesize_timed
-    from voicestream.engine.resample import StreamResampler
+    from voicestream.kokoro_server.encoders import create_encoder
+    from voicestream.kokoro_server.resample import StreamResampler
     from voicestream.wire.bidi import SAMPLE_RATE
 
     engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)

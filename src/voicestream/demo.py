@@ -29,15 +29,15 @@ import httpx
 
 from voicestream.devserver import ServerStartError, serve_in_thread, wait_until_ready
 from voicestream.engine import Backend
-from voicestream.engine.encoders import write_wav
-from voicestream.speak.sources import Pace, tokenize
+from voicestream.kokoro_server.encoders import write_wav
+from voicestream.speak.sources import ReplayPace, tokenize
 from voicestream.speech.websocket import bidi_url, http_base_url
 from voicestream.texts import agent_reply
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.speak import Done, Mode, ReplyError, SentenceAudio, SpeakStreamDecoder
 
-PACE = Pace(first_token_s=0.3, tokens_per_s=50.0)
+PACE = ReplayPace(first_token_s=0.3, tokens_per_s=50.0)
 WARM_UP_TEXT = "Hello there. This is a warm-up."
 # Anchor: aws-samples/sample-kokoro-tts-for-ai-agents, bidi vs batch time to first audio.
 ANCHOR = "anchor: bidi 2.4x faster (local), 3.5x (deployed)"
@@ -96,7 +96,7 @@ def run_demo(
     return 0
 
 
-def _describe(pace: Pace, text: str) -> str:
+def _describe(pace: ReplayPace, text: str) -> str:
     tokens = len(tokenize(text))
     return (
         f"first token after {pace.first_token_s * 1000:.0f} ms, then {pace.tokens_per_s:.0f} tokens/s "

@@ -36,7 +36,6 @@ from starlette.staticfiles import StaticFiles
 from voicestream.asgi import error_response
 from voicestream.aws.function_url import SpeakProxy
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.voices import OFFICIAL_VOICES
 from voicestream.env import Env, ServerSettings, limits
 from voicestream.kokoro_server.app import create_app as create_kokoro_app
 from voicestream.kokoro_server.runtime import ServerRuntime
@@ -46,6 +45,7 @@ from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import BIDI_PATH, DEFAULT_VOICE, Limits
 from voicestream.wire.errors import CodedError, ErrorCode
 from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 WEB_DIR = Path(__file__).parent / "web"
 

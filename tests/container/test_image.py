@@ -95,7 +95,7 @@ async def test_bidi_route_answers_binary_and_text_frames(kokoro_container: Servi
     from_text = await speak(kokoro_container.ws_url, text, "text")
     # The frame type changed nothing: the same sentence, every sample of it, heard the same. (Not
     # byte for byte: the engine paces its decoder windows to how long the ones before took,
-    # engine/pacing.py, so on a slow machine two syntheses may place a seam differently.)
+    # engine/streaming/pacing.py, so on a slow machine two syntheses may place a seam differently.)
     assert len(from_text) == len(from_binary) > 24_000  # over half a second of 16-bit samples
     assert asr.word_error_rate(text, asr.transcribe(from_binary)) == 0.0
     assert asr.word_error_rate(text, asr.transcribe(from_text)) == 0.0

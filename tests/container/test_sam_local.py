@@ -26,7 +26,7 @@ from tests.container.lambda_image import build as build_lambda_image
 from tests.container.sam_local import SamInvocation, bridge_gateway, invoke
 from tests.sam.conftest import AWS_TEST_ENV, EVENTS, REGION, RIC_DIR, SAM, event, require_sam
 from voicestream.aws.deploy.local_image import debian_image
-from voicestream.aws.tasks.validate import ValidationSettings
+from voicestream.aws.tasks.checks import ValidationSettings
 
 InvokeTask = Callable[..., SamInvocation]
 

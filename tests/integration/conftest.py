@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from voicestream.engine.onnx import OnnxEngine
+    from voicestream.engine.onnx.engine import OnnxEngine
 
 
 @pytest.fixture

@@ -35,14 +35,14 @@ from voicestream.local_stack import create_proxy_app
 from voicestream.origins import allowed_hosts
 from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
-from voicestream.speak.sources import Pace
+from voicestream.speak.sources import ReplayPace
 from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder
 
 REGION = "eu-west-1"
 ACCESS_KEY, SECRET = "AKIDCALLER", "caller-secret"
 VOICESTREAM = [sys.executable, "-m", "voicestream.cli"]
 TEXT = "Your table is booked for eight tonight. The restaurant is near the river."
-FAST = Pace(first_token_s=0.0, tokens_per_s=500)
+FAST = ReplayPace(first_token_s=0.0, tokens_per_s=500)
 
 
 def caller_env(secret: str = SECRET) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""A long piece's head encoded first (engine/lookahead.py): the join's arithmetic and its gate.
+"""A long piece's head encoded first (engine/onnx/lookahead.py): the join's arithmetic and its gate.
 
 Real Kokoro-82M int8 model. What the lookahead may change, it must change little:
 - the head's words: durations within 1 frame per word on average of the whole encoding's, and
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME
-from voicestream.engine.lookahead import HeadSplit, frames_before, head_split, join
-from voicestream.engine.onnx import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.split_runtime import SentenceFeatures
-from voicestream.engine.windows import plan_windows
-from voicestream.engine.word_timings import TokenWord, tokenize, word_frames
+from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
+from voicestream.engine.onnx.lookahead import HeadSplit, frames_before, head_split, join
+from voicestream.engine.onnx.runtime import SentenceFeatures
+from voicestream.engine.onnx.word_timings import TokenWord, tokenize, word_frames
+from voicestream.engine.streaming.windows import plan_windows
 
 # One sentence's seams may be past the gate's mean (below), not by far: a window cut off too short
 # puts 4 dB or more near every seam (benchmarks/seam_margins.py).

@@ -10,8 +10,8 @@ import pytest
 from tests.support.asr import transcribe, word_error_rate
 from voicestream.engine import EngineError, SpeechEngine, UnknownVoiceError, create_engine
 from voicestream.engine.base import EmptyTextError, InvalidSpeedError, UnsupportedLanguageError
-from voicestream.engine.g2p import MAX_PHONEMES
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.text.g2p import MAX_PHONEMES
 from voicestream.wire.bidi import SAMPLE_RATE
 
 SENTENCE = "Your flight to Lisbon leaves tomorrow morning from gate twelve."

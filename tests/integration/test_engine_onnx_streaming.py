@@ -35,22 +35,22 @@ from tests.support.asr import transcribe, word_error_rate
 from tests.support.oracle_decoder import UPSAMPLED_PHASE, OracleDecoder, reach
 from tests.support.seams import compare, snr_db
 from voicestream.chunker import split_sentences
-from voicestream.engine.assets import manifest, onnx_assets
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import (
+from voicestream.engine.models.assets import manifest, onnx_assets
+from voicestream.engine.onnx.engine import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.graphs import (
     DERIVED_FILES,
     FRONTEND_RECEPTIVE_FIELD,
     GENERATOR_RECEPTIVE_FIELD,
     SAMPLES_PER_FRAME,
-    SplitGraphs,
+    DerivedGraphs,
     derived_folder,
     split_graphs,
 )
-from voicestream.engine.onnx import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.pacing import DecodeSpeed, Pace, paced_core
-from voicestream.engine.split_runtime import NormStatistics, SentenceFeatures, SplitKokoro
-from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
-from voicestream.engine.word_timings import FRAME_S
+from voicestream.engine.onnx.runtime import NormStatistics, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.onnx.word_timings import FRAME_S
+from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, paced_core
+from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "
@@ -220,7 +220,7 @@ def test_windows_with_the_receptive_fields_match_the_whole_sentence_given_its_st
     assert float(np.median(short_frontend)) < 50.0
 
 
-def graphs_of(engine: OnnxEngine) -> SplitGraphs:
+def graphs_of(engine: OnnxEngine) -> DerivedGraphs:
     assert engine.derived_dir is not None
     return split_graphs(onnx_assets(voices=()).model, manifest()["onnx_model"]["sha256"], engine.derived_dir)
 
@@ -266,7 +266,7 @@ def test_windows_paced_for_a_slow_machine_are_cut_smaller_and_still_pass_the_sea
     features = features_of(engine, LONG_SENTENCE)
     whole = np.concatenate(list(engine.split.stream(features, None)))
     frozen = 100.0  # no time passes while decoding: the listener's audio ahead is all that was produced
-    pace = Pace(SlowMachine(), FRAME_S, now=lambda: frozen)
+    pace = WindowPacer(SlowMachine(), FRAME_S, now=lambda: frozen)
     decoded = list(engine.split.windows(features, DEFAULT_WINDOWS, 0, pace))
     sizes = [d.window.end - d.window.start for d in decoded]
     scheduled = [w.end - w.start for w in plan_windows(features.frames, DEFAULT_WINDOWS)]
@@ -367,7 +367,7 @@ def test_the_leading_silence_is_cut_to_the_lead_in_and_nothing_else_changes(whol
     assert np.max(np.abs(original[:cut])) < 0.01  # what was cut was silence
 
 
-class CountingSplit(SplitKokoro):
+class CountingSplit(OnnxSplitRuntime):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.decoded: list[Window] = []

@@ -11,7 +11,7 @@ from importlib import resources
 from tests.support.word_alignment import normalize
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine
 
 LONG_SENTENCES = (
     "Our team will move every order from the north depot to the new site next week so please check that your "

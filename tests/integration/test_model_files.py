@@ -6,8 +6,15 @@ from pathlib import Path
 import pytest
 
 from voicestream.engine import G2PSettings
-from voicestream.engine.assets import AssetError, default_model_dir, manifest, onnx_assets, read_voice, verify_file
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.models.assets import (
+    AssetError,
+    default_model_dir,
+    manifest,
+    onnx_assets,
+    read_voice,
+    verify_file,
+)
+from voicestream.engine.onnx.engine import OnnxEngine
 
 
 @pytest.fixture

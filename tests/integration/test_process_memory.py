@@ -1,4 +1,4 @@
-"""The synthesizing process's heap policy (engine/process_memory.py), on this machine's glibc.
+"""The synthesizing process's heap policy (kokoro_server/process_memory.py), on this machine's glibc.
 
 Each case runs in a fresh interpreter: malloc's thresholds are process-wide and, once glibc has
 adjusted them, cannot be observed fresh. The pattern is a synthesis's: one large block freed
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallo
 
 PATTERN = """
 import ctypes, sys
-from voicestream.engine.process_memory import return_freed_memory_to_the_os
+from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
 if sys.argv[1] == "policy":
     assert return_freed_memory_to_the_os()
 libc = ctypes.CDLL("libc.so.6")

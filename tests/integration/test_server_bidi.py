@@ -23,7 +23,7 @@ from tests.conftest import ServerFactory
 from tests.support.server import LiveServer, start_server
 from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.encoders import to_pcm16
+from voicestream.kokoro_server.encoders import to_pcm16
 from voicestream.kokoro_server.logs import capture_json_logs
 from voicestream.wire.bidi import Limits
 

@@ -17,7 +17,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from voicestream.devserver import wait_until_ready
-from voicestream.engine.assets import default_model_dir
+from voicestream.engine.models.assets import default_model_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "container" / "Dockerfile"

@@ -22,8 +22,8 @@ from tests.support.engines import FaultyEngine
 from tests.support.server import LiveServer, start_server
 from tests.support.session_client import collect, next_frame, send_json
 from voicestream.devserver import ServerStartError, wait_until_ready
-from voicestream.engine.assets import AssetError
 from voicestream.engine.base import SpeechEngine
+from voicestream.engine.models.assets import AssetError
 from voicestream.kokoro_server import create_app
 from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import SSEDecoder, SSEEvent

@@ -16,8 +16,8 @@ from websockets.asyncio.client import connect
 from tests.support.server import start_server
 from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from voicestream.engine.base import AudioChunk, SpeechEngine
-from voicestream.engine.encoders import to_pcm16
 from voicestream.kokoro_server import create_app
+from voicestream.kokoro_server.encoders import to_pcm16
 from voicestream.wire.bidi import Limits
 
 LONG = (

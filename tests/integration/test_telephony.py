@@ -26,8 +26,8 @@ from tests.support.speak_server import SpeakServer, start_speak_server
 from voicestream.aws.function_url import call_speak
 from voicestream.cli import main
 from voicestream.engine.base import AudioChunk, SpeechEngine
-from voicestream.engine.encoders import create_encoder
 from voicestream.kokoro_server import create_app
+from voicestream.kokoro_server.encoders import create_encoder
 from voicestream.speak.config import SpeakConfig
 from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import ResponseTransport

@@ -1,6 +1,6 @@
 """A Hugging Face hub on 127.0.0.1, for the real huggingface_hub client (the network edge).
 
-It answers what `voicestream.engine.hub.fetch_hub_assets` asks, as huggingface.co does:
+It answers what `voicestream.engine.models.hub.fetch_hub_assets` asks, as huggingface.co does:
 `GET /api/models/<repo>/revision/<rev>` (repo info with the commit sha),
 `GET /api/models/<repo>/tree/<rev>?recursive&expand` (entries with size, git blob id and, for
 LFS files, their sha256), and `HEAD`/`GET /<repo>/resolve/<rev>/<path>` (the bytes, with the

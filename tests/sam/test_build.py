@@ -40,7 +40,7 @@ from tests.sam.conftest import (
 from tests.statemachines.conftest import LambdaContext
 from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
 from tests.support.server import LiveServer
-from voicestream.aws.tasks.validate import ValidationSettings
+from voicestream.aws.tasks.checks import ValidationSettings
 from voicestream.wire.framing import SSEDecoder
 
 # Lambda's limit is 250 MB unzipped for a function and all its layers; the adapter layer is ~5 MB.

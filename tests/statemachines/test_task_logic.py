@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.statemachines.conftest import REGION
 from voicestream.aws.clients import ThrottledError, raise_if_throttled
+from voicestream.aws.tasks.checks import ValidationSettings, plausible_audio
 from voicestream.aws.tasks.teardown import TIME_RESERVE_S, empty_bucket
-from voicestream.aws.tasks.validate import ValidationSettings, plausible_audio
 from voicestream.stats import percentile, ratio, summarize
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

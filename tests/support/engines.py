@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, SpeechEngine
-from voicestream.engine.voices import OFFICIAL_VOICES
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 
 def pcm_to_exact_floats(pcm: bytes) -> np.ndarray:

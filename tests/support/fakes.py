@@ -27,13 +27,13 @@ from typing import Any, Literal
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
-from voicestream.engine.g2p import G2P
-from voicestream.engine.voices import OFFICIAL_VOICES
+from voicestream.engine.text.g2p import G2P
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
 from voicestream.speech.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.speech.transport import FrameMode, Payload
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 Message = MutableMapping[str, Any]
 

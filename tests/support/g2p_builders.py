@@ -1,4 +1,4 @@
-"""Phonemizer builders for `voicestream.engine.g2p.G2P` in the unit tier: module-level functions,
+"""Phonemizer builders for `voicestream.engine.text.g2p.G2P` in the unit tier: module-level functions,
 so they can be pickled into the G2P worker processes. No misaki.
 
 `build_echo`'s phonemizer answers `<text>|<worker pid>|<n>` (n counts its calls in that worker,
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from voicestream.engine.g2p import Phonemes
+from voicestream.engine.text.g2p import Phonemes
 
 HOLD = "hold:"
 FOREVER = "forever"

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME, SplitGraphs, no_carried_statistics
-from voicestream.engine.split_runtime import SentenceFeatures
-from voicestream.engine.windows import Window
+from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME, DerivedGraphs, no_carried_statistics
+from voicestream.engine.onnx.runtime import SentenceFeatures
+from voicestream.engine.streaming.windows import Window
 
 UPSAMPLED_PHASE = "/decoder/decoder/generator/m_source/l_sin_gen/Resize_1_output_0"  # [1, 9, samples]
 Arrays = dict[str, Any]
@@ -90,7 +90,7 @@ class OracleStage:
 class OracleDecoder:
     """Frontend then generator, each normalised with the whole sentence's statistics."""
 
-    def __init__(self, graphs: SplitGraphs, threads: int = 2) -> None:
+    def __init__(self, graphs: DerivedGraphs, threads: int = 2) -> None:
         self.frontend = OracleStage(graphs.frontend, "hidden", threads=threads)
         self.generator = OracleStage(graphs.generator, "audio", (UPSAMPLED_PHASE,), threads=threads)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.engine.assets import default_model_dir, manifest, verify_file
-from voicestream.engine.checkpoint import build_model_dir
-from voicestream.engine.torch import TorchEngine
+from tests.support.checkpoint import build_model_dir
+from voicestream.engine.models.assets import default_model_dir, manifest, verify_file
+from voicestream.engine.torch.engine import TorchEngine
 
 PT_VOICES = ("af_heart", "bf_emma", "ef_dora")  # written as hexgrad's .pt tensors
 BIN_VOICES = ("am_michael",)  # kept as our raw float32 .bin: the engine reads both

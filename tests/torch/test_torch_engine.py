@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from voicestream.engine import create_engine
-from voicestream.engine.assets import AssetError
 from voicestream.engine.base import AudioChunk, EngineError, UnknownVoiceError, UnsupportedLanguageError
-from voicestream.engine.torch import TorchEngine
-from voicestream.engine.torch_assets import CHECKPOINT_FILE, CONFIG_FILE, load_voice_tensor
-from voicestream.engine.voices import OFFICIAL_VOICES
+from voicestream.engine.models.assets import AssetError
+from voicestream.engine.models.torch_assets import CHECKPOINT_FILE, CONFIG_FILE, load_voice_tensor
+from voicestream.engine.torch.engine import TorchEngine
 from voicestream.wire.bidi import SAMPLE_RATE
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 US_TEXT = "The quick brown fox jumps over the lazy dog."
 GB_TEXT = "I can't go to the party tomorrow, sadly."

@@ -28,9 +28,9 @@ import torch
 from tests.support.seams import SeamReport, compare, snr_db
 from tests.torch.norm_oracle import instance_norms, recording, replaying
 from voicestream.engine.base import AudioChunk, FloatAudio
-from voicestream.engine.torch import DEFAULT_WINDOWS, TorchEngine, import_kokoro
-from voicestream.engine.torch_split import KokoroSplit, TorchSentenceFeatures
-from voicestream.engine.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine, import_kokoro
+from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 RECEPTIVE_FIELD_FRAMES = 14
 VOICE = "af_heart"
@@ -58,7 +58,7 @@ def features_of(engine: TorchEngine, text: str, seed: int = 0, speed: float = 1.
         return engine.split.encode(phonemes, engine.voice_tensor(VOICE)[len(phonemes) - 1], speed)
 
 
-def decode(split: KokoroSplit, features: TorchSentenceFeatures, window: Window) -> FloatAudio:
+def decode(split: TorchSplitRuntime, features: TorchSentenceFeatures, window: Window) -> FloatAudio:
     with torch.inference_mode():
         return np.asarray(split.decode_window(features, window).numpy(), dtype=np.float32)
 
@@ -67,7 +67,7 @@ def whole_window(features: TorchSentenceFeatures) -> Window:
     return Window(0, features.frames, 0, features.frames)
 
 
-def streamed(split: KokoroSplit, features: TorchSentenceFeatures, plan: WindowPlan | None) -> FloatAudio:
+def streamed(split: TorchSplitRuntime, features: TorchSentenceFeatures, plan: WindowPlan | None) -> FloatAudio:
     return np.concatenate(list(split.stream(features, plan)))
 
 
@@ -142,7 +142,7 @@ def test_one_frame_reaches_fourteen_frames_to_each_side_and_no_further(engine: T
 
 
 def oracle_windows(
-    split: KokoroSplit, features: TorchSentenceFeatures, context: int, statistics: Any
+    split: TorchSplitRuntime, features: TorchSentenceFeatures, context: int, statistics: Any
 ) -> tuple[FloatAudio, list[Window]]:
     plan = WindowPlan(first=20, growth=1.0, largest=20, context=context, crossfade=0)
     windows = plan_windows(features.frames, plan)
@@ -151,7 +151,9 @@ def oracle_windows(
     return audio, windows
 
 
-def restarted_source(split: KokoroSplit, features: TorchSentenceFeatures, window: Window) -> TorchSentenceFeatures:
+def restarted_source(
+    split: TorchSplitRuntime, features: TorchSentenceFeatures, window: Window
+) -> TorchSentenceFeatures:
     """`features` with the window's span of source made by kokoro's source module from the span
     alone: what running Generator.forward per window would do (phase from zero, its own noise)."""
     generator = split.model.decoder.generator
@@ -256,7 +258,7 @@ def test_audio_still_playing_or_a_server_behind_buys_larger_windows(
     assert expected[0] == min(frames, DEFAULT_WINDOWS.largest // 2)
 
 
-class CountingSplit(KokoroSplit):
+class CountingSplit(TorchSplitRuntime):
     def __init__(self, model: Any) -> None:
         super().__init__(model)
         self.decoded: list[Window] = []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.windows import (
+from voicestream.engine.streaming.windows import (
     Stitcher,
     Window,
     WindowPlan,

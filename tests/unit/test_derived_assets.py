@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.engine.assets import AssetError, sha256_of
-from voicestream.engine.derived import MANIFEST_NAME, ensure_derived, read_manifest, stale_reason
+from voicestream.engine.models.assets import AssetError, sha256_of
+from voicestream.engine.models.derived import MANIFEST_NAME, ensure_derived, read_manifest, stale_reason
 
 NAMES = ("part-a.bin", "part-b.bin")
 SOURCE = "a" * 64

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.engine.encoders import (
+from voicestream.kokoro_server.encoders import (
     AudioEncoder,
     Framer,
     Mp3Encoder,
@@ -20,7 +20,7 @@ from voicestream.engine.encoders import (
     create_encoder,
     to_pcm16,
 )
-from voicestream.engine.encoders import to_pcm16 as engine_to_pcm16
+from voicestream.kokoro_server.encoders import to_pcm16 as engine_to_pcm16
 from voicestream.wire.bidi import WAV_UNKNOWN_SIZE, wav_header
 
 RATE = 24_000

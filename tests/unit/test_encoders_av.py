@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.support.audio_decode import decode
-from voicestream.engine.encoders import CONTENT_TYPES, AvEncoder, Framer, create_encoder
+from voicestream.kokoro_server.encoders import CONTENT_TYPES, AvEncoder, Framer, create_encoder
 
 RATE = 24_000
 PIECE = RATE // 10  # 100 ms

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from voicestream.engine.derived import ensure_derived
-from voicestream.engine.kokoro_split import (
+from voicestream.engine.models.derived import ensure_derived
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.graphs import (
     DERIVATION_VERSION,
     DERIVED_FILES,
     choose_derived_dir,
     derived_folder,
 )
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.env import ConfigError, Env, ServerSettings, decoder_windows, server_settings
 from voicestream.kokoro_server import engine_factory
 

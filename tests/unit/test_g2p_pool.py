@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.g2p_builders import FOREVER, build_echo, hold
 from voicestream.engine.base import TextTooComplexError, UnsupportedLanguageError
-from voicestream.engine.g2p import G2P, G2PSettings
+from voicestream.engine.text.g2p import G2P, G2PSettings
 
 WAIT_S = 60.0  # how long a test waits for an answer before it calls the answer lost
 
@@ -83,7 +83,7 @@ def test_a_pool_never_closed_stops_quietly_when_the_interpreter_exits() -> None:
     fail there with "can't create new thread at interpreter shutdown" and leak the workers."""
     program = (
         "from tests.support.g2p_builders import build_echo\n"
-        "from voicestream.engine.g2p import G2P, G2PSettings\n"
+        "from voicestream.engine.text.g2p import G2P, G2PSettings\n"
         "if __name__ == '__main__':\n"
         "    pool = G2P(G2PSettings(workers=1, timeout_s=30), build=build_echo)\n"
         "    assert pool.phonemize('hello', 'en-us').startswith('hello|')\n"

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.engine.g2p import MAX_PHONEMES, split_phonemes
+from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
 
 
 def test_short_phonemes_stay_whole() -> None:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from voicestream.engine.assets import AssetError
-from voicestream.engine.hub import HubFile, git_blob_id, matches, select_files
+from voicestream.engine.models.assets import AssetError
+from voicestream.engine.models.hub import HubFile, git_blob_id, matches, select_files
 
 
 def test_git_blob_id_equals_what_git_computes(tmp_path: Path) -> None:

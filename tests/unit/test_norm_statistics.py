@@ -1,11 +1,11 @@
-"""The weight of the norm statistics a window carries in (engine/split_runtime.py): every frame
+"""The weight of the norm statistics a window carries in (engine/onnx/runtime.py): every frame
 decoded so far counts once, as if one norm saw the earlier windows and this one together."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from voicestream.engine.split_runtime import NormStatistics
+from voicestream.engine.onnx.runtime import NormStatistics
 
 
 def test_carried_statistics_weigh_as_many_frames_as_they_were_taken_over() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.engine.normalize import MAX_MARKS, MAX_NUMBER_DIGITS, MAX_REPEATS, normalize_text
+from voicestream.engine.text.normalize import MAX_MARKS, MAX_NUMBER_DIGITS, MAX_REPEATS, normalize_text
 
 
 def test_prose_is_unchanged() -> None:

@@ -15,7 +15,7 @@ import pytest
 import soxr
 
 from tests.unit.test_server_session import converse, requests_of
-from voicestream.engine.encoders import G711Encoder, content_type, create_encoder
+from voicestream.kokoro_server.encoders import G711Encoder, content_type, create_encoder
 from voicestream.speak.request import parse_speak_request
 from voicestream.wire.bidi import (
     SAMPLE_RATES,

@@ -26,10 +26,10 @@ from tests.support.fakes import (
     started_runtime,
 )
 from tests.support.g2p_builders import build_echo, hold
-from voicestream.engine.g2p import G2P, G2PSettings
+from voicestream.engine.text.g2p import G2P, G2PSettings
 from voicestream.kokoro_server.session import ServerSession
 from voicestream.speak.run import run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.speech import (
     Audio,
     BidiSession,
@@ -44,7 +44,7 @@ from voicestream.wire.framing import parse_control_frame
 from voicestream.wire.speak import Done, ReplyError
 
 BOUND_S = 20.0
-FAST = Pace(first_token_s=0.0, tokens_per_s=2000)
+FAST = ReplayPace(first_token_s=0.0, tokens_per_s=2000)
 
 
 async def frames_of(channel: MemoryChannel, until: Any) -> list[dict[str, Any]]:

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.clocks import ManualClock
-from voicestream.engine.onnx import OnnxEngine
-from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
-from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
+from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, WindowPacer, paced_core
+from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
 FRAME_S = 0.025
 PLAN = WindowPlan(first=12, growth=2.0, largest=144, context=12, carried_context=8)
@@ -53,7 +53,7 @@ def test_the_decode_speed_follows_recent_runs() -> None:
 
 def test_the_listener_plays_each_window_after_the_one_before_or_when_it_arrives() -> None:
     clock = ManualClock()
-    pace = Pace(DecodeSpeed(), FRAME_S, now=clock)
+    pace = WindowPacer(DecodeSpeed(), FRAME_S, now=clock)
     assert pace.ahead_s() == 0.0
     pace.produced(12)  # 300 ms
     clock.now += 0.1
@@ -67,11 +67,11 @@ def test_the_listener_plays_each_window_after_the_one_before_or_when_it_arrives(
 
 def test_nothing_is_paced_before_the_speed_is_known_or_a_listener_waits_or_when_behind() -> None:
     clock = ManualClock()
-    unmeasured = Pace(DecodeSpeed(), FRAME_S, ahead_s=0.5, now=clock)
+    unmeasured = WindowPacer(DecodeSpeed(), FRAME_S, ahead_s=0.5, now=clock)
     assert unmeasured.limit(PLAN)(96) == 96
-    nothing_played = Pace(DecodeSpeed(0.009), FRAME_S, now=clock)
+    nothing_played = WindowPacer(DecodeSpeed(0.009), FRAME_S, now=clock)
     assert nothing_played.limit(PLAN)(96) == 96  # the first window: the listener has nothing yet
-    ahead = Pace(DecodeSpeed(0.009), FRAME_S, ahead_s=0.5, now=clock)
+    ahead = WindowPacer(DecodeSpeed(0.009), FRAME_S, ahead_s=0.5, now=clock)
     assert ahead.limit(PLAN)(96) == int(MARGIN * 0.5 / 0.009) - 16
     assert ahead.limit(replace(PLAN, behind=True))(96) == 96
 
@@ -80,7 +80,7 @@ def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
     """A gap during the call means windows waited for workers busy with other sessions: smaller
     windows would only add work."""
     clock = ManualClock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the first cut lands on 12
+    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the first cut lands on 12
     limit = pace.limit(PLAN)
     pace.produced(12)
     clock.now += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
@@ -97,7 +97,7 @@ def paced_run(margin: float) -> tuple[list[int], list[float]]:
     """A 400-frame sentence paced on an engine at 9 ms per span frame (16 of them context): each
     core's size, and the audio the listener had left when each later window was decoded."""
     clock = ManualClock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
+    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
     sizes, spare = [], []
     for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
         sizes.append(end - start)
@@ -133,21 +133,21 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
     speed = DecodeSpeed(0.009)
     cuts = {}
     for margin in (0.6, 1.0):
-        pace = Pace(speed, FRAME_S, ahead_s=1.2, margin=margin, now=lambda: 0.0)
+        pace = WindowPacer(speed, FRAME_S, ahead_s=1.2, margin=margin, now=lambda: 0.0)
         cuts[margin] = pace.limit(PLAN)(144)
     assert cuts == {0.6: 64, 1.0: 117}
     # 0.3 s ahead as a clock measures it (100.3 - 100) decodes 30 frames at 0.9, not 29.99...
     assert paced_core(24, 100.3 - 100.0, 0.009, PLAN, FRAME_S, margin=0.9) == 30 - 16
     for impossible in (0.0, 1.5):
         with pytest.raises(ValueError, match="margin"):
-            Pace(speed, FRAME_S, margin=impossible)
+            WindowPacer(speed, FRAME_S, margin=impossible)
         with pytest.raises(ValueError, match="margin"):
             OnnxEngine(pacing_margin=impossible)  # when the engine is made, not at its first synthesis
 
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
     clock = ManualClock()
-    pace = Pace(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)
+    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)
     pace.produced(12)
     limit = pace.limit(PLAN)
     assert limit(24) == PLAN.first  # 300 ms ahead: cut (0.8 * 0.3 / 0.009 - 16 context = 10)

@@ -1,4 +1,4 @@
-"""The per-request resampler (engine/resample.py): the same samples however a request's audio is
+"""The per-request resampler (kokoro_server/resample.py): the same samples however a request's audio is
 cut into chunks, equal to resampling the whole at once, and no step at the chunk seams."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.seams import step_ratio
-from voicestream.engine.resample import StreamResampler
+from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.wire.bidi import SAMPLE_RATE, SAMPLE_RATES
 
 RATE = SAMPLE_RATE

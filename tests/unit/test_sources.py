@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.speak.sources import Pace, ReplaySource, tokenize
+from voicestream.speak.sources import ReplayPace, ReplaySource, tokenize
 from voicestream.texts import agent_reply
 
 
@@ -31,7 +31,7 @@ def test_the_agent_reply_has_an_llm_like_token_count() -> None:
 
 
 def test_pace_schedule() -> None:
-    pace = Pace(first_token_s=0.3, tokens_per_s=50)
+    pace = ReplayPace(first_token_s=0.3, tokens_per_s=50)
     assert pace.due(0) == pytest.approx(0.3)
     assert pace.due(50) == pytest.approx(1.3)
 
@@ -39,7 +39,7 @@ def test_pace_schedule() -> None:
 @pytest.mark.parametrize(("first", "rate"), [(-1, 50), (0.3, 0), (0.3, -5), (61, 50)])
 def test_pace_rejects_nonsense(first: float, rate: float) -> None:
     with pytest.raises(ValueError):
-        Pace(first_token_s=first, tokens_per_s=rate)
+        ReplayPace(first_token_s=first, tokens_per_s=rate)
 
 
 def test_replay_rejects_empty_text() -> None:
@@ -48,7 +48,7 @@ def test_replay_rejects_empty_text() -> None:
 
 
 async def test_replay_streams_the_whole_text_no_earlier_than_its_schedule() -> None:
-    pace = Pace(first_token_s=0.05, tokens_per_s=400)
+    pace = ReplayPace(first_token_s=0.05, tokens_per_s=400)
     source = ReplaySource("One two three. Four five, six seven!", pace)
     start = time.perf_counter()
     arrivals: list[tuple[float, str]] = []
@@ -63,7 +63,7 @@ async def test_replay_streams_the_whole_text_no_earlier_than_its_schedule() -> N
 
 
 async def test_closing_the_replay_early_stops_it() -> None:
-    source = ReplaySource("a b c d e f g h", Pace(first_token_s=0, tokens_per_s=1000))
+    source = ReplaySource("a b c d e f g h", ReplayPace(first_token_s=0, tokens_per_s=1000))
     stream = source.stream()
     first = await anext(stream)
     await stream.aclose()

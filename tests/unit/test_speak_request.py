@@ -10,7 +10,7 @@ from voicestream.env import ConfigError, Env
 from voicestream.speak.config import SpeakConfig
 from voicestream.speak.request import SpeakRequest, parse_speak_request
 from voicestream.speak.run import WholeReply
-from voicestream.speak.sources import Pace
+from voicestream.speak.sources import ReplayPace
 from voicestream.wire.errors import ProtocolError
 
 
@@ -41,7 +41,7 @@ def test_every_field() -> None:
         format="mp3",
         voice="af_bella:0.5,af_heart:0.5",
         speed=1.25,
-        pace=Pace(first_token_s=0.0, tokens_per_s=20),
+        pace=ReplayPace(first_token_s=0.0, tokens_per_s=20),
     )
 
 
@@ -80,7 +80,7 @@ def test_whole_reply_waits_for_the_end() -> None:
 def test_config_local_and_deployed() -> None:
     local = SpeakConfig.from_env(Env({"KOKORO_WS_URL": "ws://127.0.0.1:8080"}))
     assert local.kokoro_ws_url == "ws://127.0.0.1:8080" and local.bedrock is None
-    assert local.agent_description == "replay" and local.replay_pace == Pace(0.3, 50)
+    assert local.agent_description == "replay" and local.replay_pace == ReplayPace(0.3, 50)
     deployed = SpeakConfig.from_env(
         Env(
             {

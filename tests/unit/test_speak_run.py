@@ -18,7 +18,7 @@ import pytest
 from tests.support.fakes import MemoryTransport, ScriptedTransport, ToneEngine, started_runtime
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speak.run import SpeakOptions, run_batch, run_bidi
-from voicestream.speak.sources import Pace, ReplaySource, TextSourceError
+from voicestream.speak.sources import ReplayPace, ReplaySource, TextSourceError
 from voicestream.speech import BidiSession
 from voicestream.wire.errors import FAILURE_MESSAGES
 from voicestream.wire.speak import (
@@ -33,7 +33,7 @@ from voicestream.wire.speak import (
 )
 
 REPLY = "Sure, I can help with that. Your table is booked for eight. See you tonight!"
-FAST = Pace(first_token_s=0.0, tokens_per_s=2000)
+FAST = ReplayPace(first_token_s=0.0, tokens_per_s=2000)
 BOUND_S = 10.0
 ARN = "arn:aws:sts::123456789012:assumed-role/speak-role/fn"
 
@@ -178,7 +178,7 @@ async def test_no_coroutine_is_left_unawaited_when_the_caller_leaves_at_once(mod
     factory = await sessions()
     run = run_bidi if mode == "bidi" else run_batch
     for _ in range(6):
-        events = run(ReplaySource(REPLY, Pace(first_token_s=0.0, tokens_per_s=5)), factory)
+        events = run(ReplaySource(REPLY, ReplayPace(first_token_s=0.0, tokens_per_s=5)), factory)
         async with contextlib.aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta):

@@ -3,33 +3,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.base import InvalidRequestError, UnknownVoiceError
-from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, blend_key, parse_voice_spec
+from voicestream.engine.base import InvalidRequestError, UnknownVoiceError, check_voice
+from voicestream.engine.text.voices import VoiceTables, blend_key
+from voicestream.wire.voices import OFFICIAL_VOICES, parse_voice_spec
 
 
-def test_single_voice_has_full_weight_and_its_language() -> None:
-    blend = parse_voice_spec("bf_emma", OFFICIAL_VOICES)
-    assert blend.parts == (("bf_emma", 1.0),)
-    assert blend.language == "en-gb"
-
-
-def test_blend_weights_are_normalised() -> None:
-    blend = parse_voice_spec("af_heart:0.7, am_michael:0.3", OFFICIAL_VOICES)
-    assert [name for name, _ in blend.parts] == ["af_heart", "am_michael"]
-    assert [round(weight, 6) for _, weight in blend.parts] == [0.7, 0.3]
-
-
-def test_blend_without_weights_shares_equally() -> None:
-    blend = parse_voice_spec("af_heart,af_bella", OFFICIAL_VOICES)
-    assert [weight for _, weight in blend.parts] == [0.5, 0.5]
-
-
-def test_unknown_voice_lists_the_valid_ids() -> None:
+def test_the_engine_raises_its_own_errors_for_a_bad_voice() -> None:
     with pytest.raises(UnknownVoiceError) as caught:
-        parse_voice_spec("af_nobody", OFFICIAL_VOICES)
-    assert caught.value.code == "unknown_voice"
-    assert "af_nobody" in str(caught.value)
-    assert "af_heart" in str(caught.value) and "zm_yunyang" in str(caught.value)
+        check_voice("af_nobody", OFFICIAL_VOICES)
+    assert (caught.value.code, caught.value.voice, caught.value.valid) == (
+        "unknown_voice",
+        "af_nobody",
+        OFFICIAL_VOICES,
+    )
+    with pytest.raises(InvalidRequestError, match="weight") as invalid:
+        check_voice("af_heart:-1", OFFICIAL_VOICES)
+    assert invalid.value.code == "invalid_request" and invalid.value.status == 400
+    assert check_voice("af_heart,am_adam", OFFICIAL_VOICES).parts == (("af_heart", 0.5), ("am_adam", 0.5))
 
 
 @pytest.mark.parametrize(
@@ -73,13 +63,13 @@ def test_any_blend_is_a_table_or_a_coded_400(parts: list[tuple[str, float | str 
 
 def test_blend_across_languages_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="one language"):
-        parse_voice_spec("af_heart:0.5,ff_siwis:0.5", OFFICIAL_VOICES)
+        check_voice("af_heart:0.5,ff_siwis:0.5", OFFICIAL_VOICES)
 
 
 @pytest.mark.parametrize("spec", ["", "  ", "af_heart:0.5,"])
 def test_empty_specs_are_unknown_voices(spec: str) -> None:
     with pytest.raises(UnknownVoiceError):
-        parse_voice_spec(spec, OFFICIAL_VOICES)
+        check_voice(spec, OFFICIAL_VOICES)
 
 
 def test_all_54_official_voices_are_known() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.fakes import MemoryTransport, ToneEngine, started_runtime
 from voicestream.speak.run import SpeakOptions, run_bidi
-from voicestream.speak.sources import Pace, ReplaySource
+from voicestream.speak.sources import ReplayPace, ReplaySource
 from voicestream.speech import Audio, BidiSession, Cancelled, RequestCompleted, Words
 from voicestream.wire.bidi import (
     SAMPLE_RATE,
@@ -160,7 +160,7 @@ async def test_run_bidi_emits_words_placed_on_the_reply_timeline() -> None:
     engine = ToneEngine(ms_per_char=10, words=True)
     runtime = await started_runtime(engine)
     reply = "Sure, I can help with that. Your table is booked for eight."
-    source = ReplaySource(reply, Pace(first_token_s=0.0, tokens_per_s=2000))
+    source = ReplaySource(reply, ReplayPace(first_token_s=0.0, tokens_per_s=2000))
     events = []
     async with asyncio.timeout(BOUND_S):
         async for event in run_bidi(source, lambda: BidiSession(MemoryTransport(runtime)), SpeakOptions()):

@@ -12,8 +12,7 @@ from voicestream.engine.base import (
     UnknownVoiceError,
     WordTiming,
 )
-from voicestream.engine.encoders import to_pcm16
-from voicestream.engine.g2p import G2PSettings
+from voicestream.engine.text.g2p import G2PSettings
 from voicestream.env import BACKENDS, Backend, DecoderWindows
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
 
@@ -31,7 +30,6 @@ __all__ = [
     "WordTiming",
     "create_engine",
     "load_engine",
-    "to_pcm16",
 ]
 
 
@@ -54,13 +52,13 @@ def create_engine(
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
-        from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine, window_plan
+        from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, window_plan
 
         plan = DEFAULT_WINDOWS if decoder_windows is None else window_plan(decoder_windows)
         return OnnxEngine(model_dir=model_dir, threads=threads, decoder_windows=plan, derived_dir=derived_dir, g2p=g2p)
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
-        from voicestream.engine.torch import TorchEngine
+        from voicestream.engine.torch.engine import TorchEngine
 
         return TorchEngine(model_dir=model_dir, device=device, threads=threads)
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.normalize import normalize_text
+from voicestream.engine.text.normalize import normalize_text
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
+from voicestream.wire.voices import UnknownVoice, VoiceBlend, parse_voice_spec
 from voicestream.wire.words import WordTiming as WordTiming  # the wire's type: engines stamp it on chunks
 
 FloatAudio = npt.NDArray[np.float32]
@@ -87,6 +88,16 @@ def check_speed(speed: float) -> float:
         raise InvalidSpeedError(error.message) from None
 
 
+def check_voice(voice: str, valid: tuple[str, ...]) -> VoiceBlend:
+    """The blend `voice` names (wire/voices.py's grammar); UnknownVoiceError or InvalidRequestError."""
+    try:
+        return parse_voice_spec(voice, valid)
+    except UnknownVoice as error:
+        raise UnknownVoiceError(error.voice, error.valid) from None
+    except ProtocolError as error:
+        raise InvalidRequestError(error.message) from None
+
+
 def check_text(text: str) -> str:
     """The text an engine speaks: normalized (`engine.normalize`), stripped, not empty."""
     stripped = normalize_text(text).strip()
@@ -149,9 +160,7 @@ class SpeechEngine(abc.ABC):
 
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
-        from voicestream.engine.voices import parse_voice_spec
-
-        parse_voice_spec(voice, self.voices())
+        check_voice(voice, self.voices())
 
     @abc.abstractmethod
     def _synthesize(

@@ -28,7 +28,7 @@ from starlette.requests import Request
 
 from voicestream.asgi import StreamingBody, error_response, read_body
 from voicestream.engine.base import InvalidRequestError
-from voicestream.engine.encoders import content_type
+from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
 from voicestream.kokoro_server.runtime import ServerRuntime

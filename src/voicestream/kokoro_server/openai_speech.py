@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 
 from voicestream.asgi import StreamingBody, read_body
 from voicestream.engine.base import InvalidRequestError
-from voicestream.engine.encoders import content_type
+from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest

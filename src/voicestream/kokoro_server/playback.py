@@ -4,7 +4,7 @@ The model is a listener who plays every chunk as soon as it exists, without a pa
 of a chunk begins when it is synthesized or when the audio before it ends, whichever is later.
 The real listener starts no earlier (the network and its jitter buffer only delay it), so the
 audio ahead of it is at least this. The engine spends it on fewer, larger decoder windows for
-the next sentence (engine/windows.py, `WindowPlan.ahead`). A listener left without audio though
+the next sentence (engine/streaming/windows.py, `WindowPlan.ahead`). A listener left without audio though
 the text was waiting tells the engine it is behind (`WindowPlan.behind`).
 """
 

@@ -22,8 +22,8 @@ from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
 from voicestream.engine.base import SpeechEngine
-from voicestream.engine.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.logs import log_event
+from voicestream.kokoro_server.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.scheduler import DeadlineExecutor
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
 

@@ -25,7 +25,7 @@ from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_DEFAULT_VOICE
 from voicestream.wire.vllm_omni import SessionConfig, SplitGranularity, TaskType, VllmOmniError
 
 from .run import SessionFactory
-from .sources import DEFAULT_SYSTEM_PROMPT, BedrockSettings, Pace
+from .sources import DEFAULT_SYSTEM_PROMPT, BedrockSettings, ReplayPace
 
 
 def _default_vllm_omni() -> SessionConfig:
@@ -41,7 +41,7 @@ class SpeakConfig:
     vllm_omni_url: str | None = None
     vllm_omni: SessionConfig = field(default_factory=_default_vllm_omni)
     bedrock: BedrockSettings | None = None
-    replay_pace: Pace = field(default_factory=Pace)
+    replay_pace: ReplayPace = field(default_factory=ReplayPace)
     max_duration_s: float = 300.0
     connect_timeout_s: float = 10.0
     silence_timeout_s: float = 30.0
@@ -142,7 +142,7 @@ class SpeakConfig:
             vllm_omni_url=None if kokoro_ws_url else env.text("VLLM_OMNI_URL"),
             vllm_omni=vllm_omni_config(env),
             bedrock=bedrock,
-            replay_pace=Pace(
+            replay_pace=ReplayPace(
                 first_token_s=_or(env.number("REPLAY_FIRST_TOKEN_MS"), 300) / 1000,
                 tokens_per_s=_or(env.number("REPLAY_TOKENS_PER_S"), 50),
             ),

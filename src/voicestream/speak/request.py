@@ -30,7 +30,7 @@ from voicestream.wire.errors import ErrorCode, ProtocolError
 from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
 from voicestream.wire.speak import Mode
 
-from .sources import Pace
+from .sources import ReplayPace
 
 MAX_BODY_BYTES: Final = 64 * 1024
 # Seconds a caller may take to send the body (the function URL buffers it; locally it is a socket).
@@ -52,7 +52,7 @@ class SpeakRequest:
     format: AudioFormat = "pcm"
     voice: str | None = None
     speed: float | None = None
-    pace: Pace | None = None
+    pace: ReplayPace | None = None
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
 
 
@@ -127,7 +127,7 @@ def _voice(body: dict[str, Any]) -> str | None:
     return voice
 
 
-def _pace(body: dict[str, Any]) -> Pace | None:
+def _pace(body: dict[str, Any]) -> ReplayPace | None:
     pace = body.get("pace")
     if pace is None:
         return None
@@ -138,6 +138,6 @@ def _pace(body: dict[str, Any]) -> Pace | None:
     try:
         if first is None or rate is None:
             raise ValueError("numbers expected")
-        return Pace(first_token_s=first / 1000, tokens_per_s=rate)
+        return ReplayPace(first_token_s=first / 1000, tokens_per_s=rate)
     except ValueError as exc:
         raise ProtocolError(ErrorCode.INVALID_PACE, f'"pace" is out of range: {exc}') from None

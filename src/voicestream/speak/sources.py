@@ -74,7 +74,7 @@ def tokenize(text: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Pace:
+class ReplayPace:
     """LLM-like timing: the first token after `first_token_s`, then `tokens_per_s` steadily."""
 
     first_token_s: float = 0.3
@@ -94,11 +94,11 @@ class Pace:
 class ReplaySource:
     """Streams a fixed reply at a given pace, as if a model were writing it now."""
 
-    def __init__(self, text: str, pace: Pace | None = None) -> None:
+    def __init__(self, text: str, pace: ReplayPace | None = None) -> None:
         if not text.strip():
             raise ValueError("a replayed reply must contain text")
         self.text = text
-        self.pace = pace or Pace()
+        self.pace = pace or ReplayPace()
         self.tokens = tokenize(text)
 
     @property

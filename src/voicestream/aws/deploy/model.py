@@ -1,6 +1,6 @@
 """The model data of the endpoint: Kokoro-82M's files from Hugging Face into the model bucket.
 
-The revision is pinned, so every deploy serves the same bytes. `voicestream.engine.hub`
+The revision is pinned, so every deploy serves the same bytes. `voicestream.engine.models.hub`
 downloads and checks each file against the hub's own metadata for that revision (LFS sha256,
 git blob ids); the checkpoint is also checked against the digest pinned here, so a rewritten
 revision cannot slip through. The upload is verified twice: S3 checks a SHA-256 checksum of
@@ -54,8 +54,8 @@ def default_cache_dir(revision: str = MODEL_REVISION) -> Path:
 
 def fetch_model(cache_dir: Path, revision: str, progress: Progress) -> Path:
     """The revision's files in `cache_dir`, downloaded (or reused) and verified."""
-    from voicestream.engine.assets import AssetError, sha256_of
-    from voicestream.engine.hub import fetch_hub_assets
+    from voicestream.engine.models.assets import AssetError, sha256_of
+    from voicestream.engine.models.hub import fetch_hub_assets
 
     try:
         root = fetch_hub_assets(cache_dir, revision=revision, progress=lambda line: progress(f"      {line}"))
@@ -68,7 +68,7 @@ def fetch_model(cache_dir: Path, revision: str, progress: Progress) -> Path:
 
 def local_files(root: Path) -> list[LocalFile]:
     """Every file below `root` (hidden ones aside), with its size and sha256, in key order."""
-    from voicestream.engine.assets import sha256_of
+    from voicestream.engine.models.assets import sha256_of
 
     files = []
     for path in sorted(root.rglob("*")):

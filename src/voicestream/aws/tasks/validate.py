@@ -16,7 +16,7 @@ binary frames. So the checks go through SageMaker itself with BINARY payloads:
    of a plausible length.
 
 A Qwen3-TTS endpoint (`speech_model: qwen3-tts`) speaks vLLM-Omni's protocol instead; its
-checks are in `validate_vllm_omni`.
+checks are in `validate_vllm_omni`; what both share (settings, a check's result) in `checks`.
 
 The report says, per check, whether it passed, what it saw and how long it took; `cause` is one
 readable paragraph of what broke, which the state machine uses as its failure cause.
@@ -27,93 +27,37 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from voicestream.aws.clients import client as aws_client
 from voicestream.speech import (
-    SPEECH_MODELS,
     Audio,
     BidiSession,
     Pong,
     RequestCompleted,
     SessionError,
     SessionTimeoutError,
-    SpeechModel,
     UpstreamSettings,
     open_session,
 )
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import ErrorCode, ErrorMessage
 
-DEFAULT_SENTENCES = (
-    "The endpoint is up and speaking.",
-    "This second sentence shares the same session.",
-    "And a third one proves the session stays open.",
-)
-DEFAULT_INVOCATION_TEXT = "Streaming through the invocations route works too."
+from .checks import Check, ValidationSettings, not_run, plausible_audio
+from .validate_vllm_omni import vllm_omni_checks
+
 MALFORMED_PAYLOAD = b"{this is not json"
-EXPECTED_DEVICES = ("cpu", "cuda")
 # 16-bit mono PCM at the server's sample rate.
 PCM_BYTES_PER_MS = SAMPLE_RATE * 2 / 1000
-# Speech lasts roughly 50-90 ms per character; the bounds catch silence, truncation and babble.
-MIN_MS_PER_CHAR = 15.0
-MAX_MS_PER_CHAR = 250.0
-
 BINARY_HINT = (
     "the server accepted the session but never answered a payload sent as data_type BINARY "
     "(SageMaker's default): a container that reads only text WebSocket frames behaves exactly like "
     "this; it must decode binary frames as UTF-8 JSON"
 )
-
-
-@dataclass(frozen=True)
-class ValidationSettings:
-    endpoint_name: str
-    region: str
-    sentences: tuple[str, ...] = DEFAULT_SENTENCES
-    invocation_text: str = DEFAULT_INVOCATION_TEXT
-    connect_timeout_s: float = 60.0
-    silence_timeout_s: float = 60.0
-    expected_device: str | None = None  # None: the device is reported, not checked
-    speech_model: SpeechModel = "kokoro"
-
-    @classmethod
-    def from_event(cls, event: Mapping[str, Any], default_region: str) -> ValidationSettings:
-        name = event.get("endpoint_name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"the event needs a non-empty 'endpoint_name', got {name!r}")
-        device = event.get("expected_device") or None
-        if device is not None and device not in EXPECTED_DEVICES:
-            raise ValueError(f"'expected_device' must be one of {', '.join(EXPECTED_DEVICES)}, got {device!r}")
-        model = event.get("speech_model") or "kokoro"
-        if model not in SPEECH_MODELS:
-            raise ValueError(f"'speech_model' must be one of {', '.join(SPEECH_MODELS)}, got {model!r}")
-        sentences = tuple(event.get("sentences") or DEFAULT_SENTENCES)
-        if len(sentences) < 2 or not all(isinstance(s, str) and s.strip() for s in sentences):
-            raise ValueError("'sentences' must be at least two non-empty strings")
-        return cls(
-            endpoint_name=name,
-            region=str(event.get("region") or default_region),
-            sentences=sentences,
-            invocation_text=str(event.get("invocation_text") or DEFAULT_INVOCATION_TEXT),
-            connect_timeout_s=float(event.get("connect_timeout_s", 60.0)),
-            silence_timeout_s=float(event.get("silence_timeout_s", 60.0)),
-            expected_device=device,
-            speech_model=model,
-        )
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str
-    seconds: float
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,16 +73,6 @@ class ValidationReport:
         return asdict(self)
 
 
-def plausible_audio(text: str, audio_ms: float) -> str | None:
-    """None when `audio_ms` of speech is plausible for `text`, else what is wrong with it."""
-    low, high = len(text) * MIN_MS_PER_CHAR, len(text) * MAX_MS_PER_CHAR
-    if audio_ms < low:
-        return f"{audio_ms:.0f} ms of audio for {len(text)} characters is too short (< {low:.0f} ms)"
-    if audio_ms > high:
-        return f"{audio_ms:.0f} ms of audio for {len(text)} characters is too long (> {high:.0f} ms)"
-    return None
-
-
 class EndpointValidator:
     """Runs the checks. `http_client_factory` makes the HTTP client of each SageMaker HTTP/2
     session (default: awscrt) and `runtime_client` replaces the boto3 sagemaker-runtime client;
@@ -150,8 +84,6 @@ class EndpointValidator:
 
     def run(self, settings: ValidationSettings) -> ValidationReport:
         if settings.speech_model == "qwen3-tts":
-            from .validate_vllm_omni import vllm_omni_checks  # it builds on this module's checks
-
             checks = asyncio.run(vllm_omni_checks(settings, self.http_client_factory))
         else:
             checks = asyncio.run(self._bidi_checks(settings))
@@ -343,7 +275,3 @@ class EndpointValidator:
         if wrong:
             return Check("invocations_stream", False, wrong, seconds, data)
         return Check("invocations_stream", True, f"{parts} parts, {audio_ms:.0f} ms of audio", seconds, data)
-
-
-def not_run(names: Sequence[str], why: str) -> list[Check]:
-    return [Check(name, False, f"not run: {why}", 0.0) for name in names]

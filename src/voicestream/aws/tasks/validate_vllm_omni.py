@@ -31,7 +31,7 @@ from voicestream.speech import (
 )
 from voicestream.wire.vllm_omni import SessionConfig
 
-from .validate import Check, ValidationSettings, not_run, plausible_audio
+from .checks import Check, ValidationSettings, not_run, plausible_audio
 
 MIN_AUDIO_BYTES = 2000
 # The DLC's docs warn that first requests may exceed 60 s while torch.compile warms up.

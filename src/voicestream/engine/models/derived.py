@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicestream.engine.assets import AssetError, sha256_of
+from voicestream.engine.models.assets import AssetError, sha256_of
 
 MANIFEST_NAME = "manifest.json"
 

@@ -10,17 +10,17 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.kokoro_split import (
+from voicestream.engine.onnx.graphs import (
     CARRIED_WEIGHT,
     ENCODER_OUTPUTS,
     SAMPLES_PER_FRAME,
-    SplitGraphs,
+    DerivedGraphs,
     no_carried_statistics,
     norm_output,
 )
-from voicestream.engine.ort_options import run_options, session_options
-from voicestream.engine.pacing import Pace
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
+from voicestream.engine.onnx.ort_options import run_options, session_options
+from voicestream.engine.streaming.pacing import WindowPacer
+from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +87,11 @@ class DecodedWindow:
     features: SentenceFeatures
 
 
-class SplitKokoro:
+class OnnxSplitRuntime:
     """Sessions over the derived encoder, frontend and generator graphs; safe to use from several
     threads (onnxruntime sessions are)."""
 
-    def __init__(self, graphs: SplitGraphs, threads: int, *, spinning: bool = False) -> None:
+    def __init__(self, graphs: DerivedGraphs, threads: int, *, spinning: bool = False) -> None:
         """`spinning`: let idle inference threads busy-wait for work (onnxruntime's default). Off
         here: a window is a short run with many parallel sections, and a spinning thread burns a
         core that the other thread, or another synthesis, needs; on a shared 2-core machine
@@ -152,7 +152,7 @@ class SplitKokoro:
             yield decoded.samples
 
     def windows(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0, pace: Pace | None = None
+        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0, pace: WindowPacer | None = None
     ) -> Generator[DecodedWindow, None, None]:
         """Each window as soon as it is decoded (one window when `plan` is None), the audio of
         frames [start, frames): frames before `start` (leading silence) are not emitted, and
@@ -179,7 +179,7 @@ class SplitKokoro:
         rest: Callable[[], SentenceFeatures],
         plan: WindowPlan,
         start: int = 0,
-        pace: Pace | None = None,
+        pace: WindowPacer | None = None,
     ) -> Generator[DecodedWindow, None, None]:
         """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
         everything they compute lies before the join, then from `rest()`'s features (called once,
@@ -205,7 +205,7 @@ class _WindowDecoder:
     """One sentence's windows in order: the norm statistics carried from each to the next, the
     audio stitched, and, with a pace, each run timed and its audio counted as played."""
 
-    def __init__(self, split: SplitKokoro, plan: WindowPlan, start: int, pace: Pace | None) -> None:
+    def __init__(self, split: OnnxSplitRuntime, plan: WindowPlan, start: int, pace: WindowPacer | None) -> None:
         self._split = split
         self._pace = pace
         self._stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)

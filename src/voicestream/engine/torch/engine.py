@@ -25,10 +25,16 @@ import numpy as np
 import torch
 
 from voicestream import env
-from voicestream.engine.assets import default_model_dir
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, UnsupportedLanguageError, WordTiming
-from voicestream.engine.g2p import MAX_PHONEMES, split_phonemes
-from voicestream.engine.torch_assets import (
+from voicestream.engine.base import (
+    AudioChunk,
+    EngineError,
+    SpeechEngine,
+    UnsupportedLanguageError,
+    WordTiming,
+    check_voice,
+)
+from voicestream.engine.models.assets import default_model_dir
+from voicestream.engine.models.torch_assets import (
     TorchAssets,
     blend_voices,
     check_checkpoint,
@@ -37,10 +43,11 @@ from voicestream.engine.torch_assets import (
     read_config,
     torch_assets,
 )
-from voicestream.engine.torch_split import KokoroSplit
-from voicestream.engine.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, for_listener
+from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
+from voicestream.engine.torch.split import TorchSplitRuntime
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
@@ -81,7 +88,7 @@ class TorchEngine(SpeechEngine):
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
-        self._split: KokoroSplit | None = None
+        self._split: TorchSplitRuntime | None = None
         self._pipeline_class: Any = None
         self._pipelines: dict[str, Any] = {}
         self._g2p_lock = threading.Lock()
@@ -102,7 +109,7 @@ class TorchEngine(SpeechEngine):
             model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
-        self._split = KokoroSplit(self._model)
+        self._split = TorchSplitRuntime(self._model)
         self._assets = assets
         # Warm the default voice end to end: US G2P, voice file, first-inference kernel setup
         # (seconds on CUDA) happen here instead of in the first request.
@@ -110,7 +117,7 @@ class TorchEngine(SpeechEngine):
             pass
 
     @property
-    def split(self) -> KokoroSplit:
+    def split(self) -> TorchSplitRuntime:
         """The loaded model as encoder + window decoder."""
         if self._split is None:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
@@ -137,7 +144,7 @@ class TorchEngine(SpeechEngine):
         assets = self._assets
         if assets is None:
             raise EngineError("torch engine is not loaded: call load() first")
-        blend = parse_voice_spec(spec, self.voices())
+        blend = check_voice(spec, self.voices())
         # Blends are computed per request (microseconds): caching them would let clients grow
         # memory without bound with ever new weights. Voice files are read once.
         return blend_voices([(self._voice_file(assets, name), weight) for name, weight in blend.parts])
@@ -168,7 +175,7 @@ class TorchEngine(SpeechEngine):
 
     def _phonemize(self, text: str, voice: str) -> list[tuple[str, Any]]:
         """(phonemes, word tokens) pieces of at most 510 phonemes; tokens only for English."""
-        code = parse_voice_spec(voice, self.voices()).parts[0][0][0]
+        code = check_voice(voice, self.voices()).parts[0][0][0]
         with self._g2p_lock:
             pipeline = self._pipeline(code)
             phonemes, tokens = pipeline.g2p(text)

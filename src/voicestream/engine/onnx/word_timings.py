@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import WordTiming
-from voicestream.engine.g2p import Phonemes
-from voicestream.engine.kokoro_split import SAMPLES_PER_FRAME
+from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
+from voicestream.engine.text.g2p import Phonemes
 from voicestream.wire.bidi import SAMPLE_RATE
 
 FRAME_S = SAMPLES_PER_FRAME / SAMPLE_RATE

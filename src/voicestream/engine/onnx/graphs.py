@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from voicestream.engine.assets import AssetError
-from voicestream.engine.derived import ensure_derived, stale_reason
+from voicestream.engine.models.assets import AssetError
+from voicestream.engine.models.derived import ensure_derived, stale_reason
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, ValueInfoProto
@@ -117,7 +117,10 @@ def norm_output(carried: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class SplitGraphs:
+class DerivedGraphs:
+    """The three graph files derived from the official one (checked against their manifest);
+    `OnnxSplitRuntime` (runtime.py) runs them."""
+
     encoder: Path
     frontend: Path
     generator: Path
@@ -157,11 +160,11 @@ def _writable(directory: Path) -> bool:
         return False
 
 
-def split_graphs(source: Path, source_sha256: str, directory: Path) -> SplitGraphs:
+def split_graphs(source: Path, source_sha256: str, directory: Path) -> DerivedGraphs:
     """The verified graphs for `source` under `directory`, derived now if missing or stale."""
     folder = derived_folder(directory)
     ensure_derived(folder, source_sha256, DERIVATION_VERSION, DERIVED_FILES, lambda out: derive(source, out))
-    return SplitGraphs(folder / ENCODER_FILE, folder / FRONTEND_FILE, folder / GENERATOR_FILE)
+    return DerivedGraphs(folder / ENCODER_FILE, folder / FRONTEND_FILE, folder / GENERATOR_FILE)
 
 
 def derive(source: Path, out: Path) -> list[str]:
@@ -184,7 +187,7 @@ def derive(source: Path, out: Path) -> list[str]:
         graph_model.graph.name = f"{model.graph.name or 'kokoro'} split v{DERIVATION_VERSION} {name}"
         onnx.checker.check_model(graph_model)
         onnx.save(graph_model, str(out / name))
-    _prove_equivalent(source, SplitGraphs(out / ENCODER_FILE, out / FRONTEND_FILE, out / GENERATOR_FILE))
+    _prove_equivalent(source, DerivedGraphs(out / ENCODER_FILE, out / FRONTEND_FILE, out / GENERATOR_FILE))
     return list(DERIVED_FILES)
 
 
@@ -281,7 +284,7 @@ def no_carried_statistics(input_names: list[str]) -> dict[str, Any]:
     return {**carried, CARRIED_WEIGHT: np.zeros(1, dtype=np.float32)}
 
 
-def _prove_equivalent(source: Path, graphs: SplitGraphs) -> None:
+def _prove_equivalent(source: Path, graphs: DerivedGraphs) -> None:
     """The three graphs over one whole-sentence window must give the source's samples exactly."""
     import onnxruntime
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicestream.engine.assets import AssetError, Progress, default_model_dir, sha256_of
+from voicestream.engine.models.assets import AssetError, Progress, default_model_dir, sha256_of
 
 HUB_REPO = "hexgrad/Kokoro-82M"
 HUB_FILES = ("config.json", "kokoro-v1_0.pth")

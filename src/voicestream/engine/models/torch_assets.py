@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicestream.engine.assets import AssetError, default_model_dir, manifest, verify_file
+from voicestream.engine.models.assets import AssetError, default_model_dir, manifest, verify_file
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_FILE = "kokoro-v1_0.pth"

@@ -25,18 +25,19 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets, read_voice
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
-from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
-from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
-from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
-from voicestream.engine.pacing import MARGIN as PACING_MARGIN
-from voicestream.engine.pacing import DecodeSpeed, Pace, checked_margin
-from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
-from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
-from voicestream.engine.windows import WindowPlan, for_listener
-from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
+from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
+from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
+from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
+from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.onnx.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
+from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
+from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
+from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
@@ -104,11 +105,11 @@ class OnnxEngine(SpeechEngine):
         self._g2p = G2P(g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
-        self._split: SplitKokoro | None = None
+        self._split: OnnxSplitRuntime | None = None
         self._vocab: dict[str, int] = {}
 
     @property
-    def split(self) -> SplitKokoro:
+    def split(self) -> OnnxSplitRuntime:
         """The loaded encoder/decoder pair (its `encode` also gives per-token durations)."""
         if self._split is None:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
@@ -121,7 +122,7 @@ class OnnxEngine(SpeechEngine):
         derived_dir = self.derived_dir or choose_derived_dir(assets.model.parent, source_sha256, env.cache_dir())
         graphs = split_graphs(assets.model, source_sha256, derived_dir)
         self.derived_dir = derived_dir
-        self._split = SplitKokoro(graphs, self.threads, spinning=self.spinning)
+        self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
@@ -150,12 +151,12 @@ class OnnxEngine(SpeechEngine):
 
     def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
-        language = parse_voice_spec(voice, self.voices()).language
+        language = check_voice(voice, self.voices()).language
         return self._g2p.phonemize_words(text, language).pieces()
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
         # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
-        language = parse_voice_spec(voice, self.voices()).language
+        language = check_voice(voice, self.voices()).language
         return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
 
     def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
@@ -167,7 +168,11 @@ class OnnxEngine(SpeechEngine):
         self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
-        pace = Pace(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=self.pacing_margin) if self.pacing else None
+        pace = (
+            WindowPacer(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=self.pacing_margin)
+            if self.pacing
+            else None
+        )
         for index, piece in enumerate(pieces):
             ids, words = tokenize(piece, self._vocab)
             if not ids:
@@ -186,7 +191,7 @@ class OnnxEngine(SpeechEngine):
             offset_s += emitted * FRAME_S
 
     def _windows(
-        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None, pace: Pace | None
+        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None, pace: WindowPacer | None
     ) -> Iterator[DecodedWindow]:
         """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
         without the leading silence beyond `lead_in_frames`."""

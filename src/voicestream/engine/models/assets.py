@@ -38,7 +38,7 @@ class AssetError(EngineError):
 
 
 def manifest() -> dict[str, Any]:
-    text = resources.files("voicestream.engine").joinpath("assets_manifest.json").read_text()
+    text = resources.files("voicestream.engine.models").joinpath("assets_manifest.json").read_text()
     result: dict[str, Any] = json.loads(text)
     return result
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voicestream.engine.split_runtime import SentenceFeatures
+from voicestream.engine.onnx.runtime import SentenceFeatures
 
 SPACE_ID = 16  # Kokoro's vocabulary id of " ": word boundaries in a token sequence
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from voicestream.engine.windows import WindowPlan
+from voicestream.engine.streaming.windows import WindowPlan
 
 # Share of the audio ahead a window may take to decode: runs vary by ~10% on a quiet 2-core
 # machine, and the window's audio must also reach the listener. Swept on the Intel host, paired in
@@ -69,7 +69,7 @@ def paced_core(
     return max(plan.first, min(scheduled, affordable))
 
 
-class Pace:
+class WindowPacer:
     """One synthesis call's listener and the engine's speed. The listener plays each window's audio
     from when it is decoded or when the audio before it ends, whichever is later (the server's
     PlaybackClock, kokoro_server/playback.py, models it the same way); `ahead_s` is the audio still

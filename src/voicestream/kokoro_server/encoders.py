@@ -1,7 +1,7 @@
 """Streaming audio encoders behind one interface, and a fixed-size framer.
 
 Every encoder takes audio at its own `sample_rate` (float32 samples in [-1, 1], or 16-bit
-little-endian PCM bytes; engine/resample.py brings Kokoro's 24 kHz to that rate) and returns
+little-endian PCM bytes; kokoro_server/resample.py brings Kokoro's 24 kHz to that rate) and returns
 the encoded bytes that can be sent now; `finish()` returns whatever the encoder still holds.
 Concatenating every output gives a valid file.
 

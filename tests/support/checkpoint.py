@@ -9,7 +9,7 @@ Its pitch is set to a voice's range too: untrained, the pitch curve stays within
 below the source's 10 Hz voicing threshold, so the harmonic (sine) source would never sound
 and what depends on it (its phase, integrated over the sentence) would go untested.
 
-    python -m voicestream.engine.checkpoint SOURCE_DIR OUT_DIR [VOICE ...]
+    python -m tests.support.checkpoint SOURCE_DIR OUT_DIR [VOICE ...]
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from typing import Any
 
 import torch
 
-from voicestream.engine.torch import REPO_ID, import_kokoro
-from voicestream.engine.torch_assets import (
+from voicestream.engine.models.torch_assets import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     TorchAssets,
     load_voice_tensor,
     read_config,
 )
+from voicestream.engine.torch.engine import REPO_ID, import_kokoro
 
 FRAMES_PER_SECOND = 40  # kokoro's duration unit: one frame is 600 samples at 24 kHz
 PHONEME_SECONDS = 0.075  # about what the trained model gives a phoneme at speed 1

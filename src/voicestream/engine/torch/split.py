@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from voicestream.engine.base import EngineError, FloatAudio
-from voicestream.engine.windows import Stitcher, Window, WindowPlan, plan_windows
+from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, plan_windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class TorchSentenceFeatures:
         return int(self.asr.shape[2])
 
 
-class KokoroSplit:
+class TorchSplitRuntime:
     """Encoder and window decoder over one loaded KModel; holds no per-request state (thread-safe)."""
 
     def __init__(self, model: Any) -> None:

@@ -233,7 +233,7 @@ def _worker_context(preload: bool) -> BaseContext:
     if not preload:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["voicestream.engine.g2p_preload"])  # read when the server starts
+    context.set_forkserver_preload(["voicestream.engine.text.g2p_preload"])  # read when the server starts
     return context
 
 

@@ -1,0 +1,1 @@
+"""Streaming inside a sentence, shared by the runtimes: the decoder window plan and its pacing."""

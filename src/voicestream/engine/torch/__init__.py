@@ -1,0 +1,1 @@
+"""The PyTorch runtime (kokoro's KModel): the GPU engine of the production container."""
