@@ -31,7 +31,7 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx import OnnxEngine, OnnxStrategy
 from voicestream.engine.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_client import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.kokoro_client.websocket import http_base_url
@@ -120,7 +120,7 @@ def whole_sentence_rtf(threads: int = 2, repeats: int = 3) -> float:
     """Seconds of compute per second of audio decoding CALIBRATION_SENTENCE whole (no windows, no
     lookahead) on `threads` threads: the median of `repeats` runs after a warm-up. The machine
     classes differ by up to 3x here, so every result file carries it beside its own numbers."""
-    engine = OnnxEngine(threads=threads, decoder_windows=None, lookahead=None, pacing=False)
+    engine = OnnxEngine(threads=threads, strategy=OnnxStrategy(decoder_windows=None, lookahead=None, pacing=False))
     engine.load()
     try:
         samples = sum(len(chunk.samples) for chunk in engine.synthesize(CALIBRATION_SENTENCE))  # warm-up

@@ -13,7 +13,7 @@ from voicestream.engine.kokoro_split import (
     choose_derived_dir,
     derived_folder,
 )
-from voicestream.engine.onnx import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx import DEFAULT_WINDOWS, PRODUCTION, OnnxEngine
 from voicestream.engine.windows import WindowPlan
 from voicestream.env import ConfigError, Env, ServerSettings, decoder_windows, server_settings
 from voicestream.kokoro_server import engine_factory
@@ -43,7 +43,7 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
     settings = ServerSettings(decoder_windows=(8, 1.5, 64), derived_dir=tmp_path, threads=1)
     engine = engine_factory(settings)()
     assert isinstance(engine, OnnxEngine) and not engine.loaded
-    assert engine.decoder_windows == WindowPlan(
+    assert engine.strategy.decoder_windows == WindowPlan(
         first=8,
         growth=1.5,
         largest=64,
@@ -55,9 +55,9 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
     )
     assert engine.derived_dir == tmp_path
     whole = engine_factory(ServerSettings(decoder_windows="off"))()
-    assert isinstance(whole, OnnxEngine) and whole.decoder_windows is None
+    assert isinstance(whole, OnnxEngine) and whole.strategy.decoder_windows is None
     default = engine_factory(ServerSettings())()
-    assert isinstance(default, OnnxEngine) and default.decoder_windows == DEFAULT_WINDOWS
+    assert isinstance(default, OnnxEngine) and default.strategy == PRODUCTION
 
 
 def fake_derivation(out: Path) -> list[str]:

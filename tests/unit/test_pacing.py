@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestream.engine.onnx import OnnxEngine
+from voicestream.engine.onnx import OnnxEngine, OnnxStrategy
 from voicestream.engine.pacing import MARGIN, DecodeSpeed, Pace, paced_core
 from voicestream.engine.windows import WindowPlan, core_sizes, cores, plan_cores
 
@@ -151,7 +151,9 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
         with pytest.raises(ValueError, match="margin"):
             Pace(speed, FRAME_S, margin=impossible)
         with pytest.raises(ValueError, match="margin"):
-            OnnxEngine(pacing_margin=impossible)  # when the engine is made, not at its first synthesis
+            OnnxEngine(
+                strategy=OnnxStrategy(pacing_margin=impossible)
+            )  # when the engine is made, not at its first synthesis
 
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
