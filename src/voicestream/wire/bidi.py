@@ -62,7 +62,7 @@ def wav_header(sample_rate: int = SAMPLE_RATE, data_size: int = WAV_UNKNOWN_SIZE
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-server limits; each can be set by VOICESTREAM_<FIELD NAME> (voicestream.env)."""
+    """Per-server limits; those a user sets are VOICESTREAM_<FIELD NAME> (voicestream.env)."""
 
     max_text_chars: int = 2000
     max_queued: int = 16
