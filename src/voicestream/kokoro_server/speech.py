@@ -80,7 +80,7 @@ class AudioStream:
         request = self.request
         encoder = create_encoder(request.format, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
         framer = Framer.for_encoder(encoder, limits.frame_ms)
-        sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
+        sentences = (split_sentences(request.text) if self.runtime.policy.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
         # Since when this request's next sentence has been waiting for the engine: a listener who
         # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since),
