@@ -54,7 +54,7 @@ DEFAULT_LEAD_IN_FRAMES = 4
 
 
 def window_plan(setting: DecoderWindows) -> WindowPlan | None:
-    """The plan a VOICESTREAM_DECODER_WINDOWS setting names ("off": None, whole sentences)."""
+    """The plan a `--decoder-windows` setting names ("off": None, whole sentences)."""
     if setting == "off":
         return None
     first, growth, largest = setting
