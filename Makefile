@@ -122,6 +122,11 @@ demo: models
 serve: models
 	$(VENV)/bin/voicestream serve
 
+# docs/configuration.md is generated from the declarations in src/voicestream/env.py.
+.PHONY: docs-config
+docs-config: venv
+	$(PY) -m voicestream.env_doc docs/configuration.md
+
 .PHONY: lint
 lint: venv venv-checkov
 	$(VENV)/bin/ruff check src tests benchmarks functions
@@ -220,10 +225,10 @@ build: venv-sam
 	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" $(SAM) build
 
 deploy: venv venv-sam
-	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" VOICESTREAM_SAM="$(abspath $(SAM))" $(VENV)/bin/voicestream deploy
+	SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON312)):$(abspath $(VENV_SAM))/bin:$(PATH)" $(VENV)/bin/voicestream deploy
 
 destroy: venv venv-sam
-	SAM_CLI_TELEMETRY=0 PATH="$(SAM_PATH)" VOICESTREAM_SAM="$(abspath $(SAM))" $(VENV)/bin/voicestream destroy
+	SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON312)):$(abspath $(VENV_SAM))/bin:$(PATH)" $(VENV)/bin/voicestream destroy
 
 .PHONY: bench
 bench: models

@@ -36,11 +36,12 @@ from typing import Any
 import httpx
 
 from common import (
+    ANCHOR_STYLE_REQUESTS,
     PCM_BYTES_PER_S,
     Arrival,
     LocalServer,
-    anchor_style_requests,
     base_parser,
+    baseline_server,
     header,
     kokoro_server,
     playback,
@@ -158,22 +159,27 @@ def cells(paces: list[float], with_unsplit: bool) -> list[tuple[str, float]]:
     return grid
 
 
-async def measure(server: LocalServer, speak_url: str, repeats: int, paces: list[float]) -> dict[str, Any]:
-    grid = cells(paces, server.in_process)
+async def measure(
+    server: LocalServer, speak_url: str, repeats: int, paces: list[float], unsplit_url: str | None = None
+) -> dict[str, Any]:
+    """The grid's cells, `batch_unsplit` (when `unsplit_url`, a speak app in front of the
+    anchor-style server, is given) through that app."""
+    grid = cells(paces, unsplit_url is not None)
     # Warm-up: the first request through each path pays imports and connection caches.
     await run_session(server.ws_url, ["Warm up."])
     async with httpx.AsyncClient(timeout=60) as client:
-        (await client.post(f"{speak_url}/speak", json={"text": "Warm up.", "transport": "binary"})).raise_for_status()
+        for url in filter(None, (speak_url, unsplit_url)):
+            (await client.post(f"{url}/speak", json={"text": "Warm up.", "transport": "binary"})).raise_for_status()
     runs: list[dict[str, Any]] = []
     for repeat in range(repeats):
         shift = repeat % len(grid)
         for mode, pace in grid[shift:] + grid[:shift]:
             if mode == "stop_and_wait":
                 row, arrivals = await stop_and_wait_run(server, pace)
+            elif mode == "batch_unsplit" and unsplit_url is not None:
+                row, arrivals = await speak_run(unsplit_url, mode, pace)
             else:
-                anchor = anchor_style_requests(server) if mode == "batch_unsplit" else contextlib.nullcontext()
-                with anchor:
-                    row, arrivals = await speak_run(speak_url, mode, pace)
+                row, arrivals = await speak_run(speak_url, mode, pace)
             row.update(mode=mode, tokens_per_s=pace, repeat=repeat)
             if pace == GOAL_PACE:  # the playback simulation (gapless.py) needs every frame
                 row["arrivals"] = [[round(a.at_s, 4), round(a.audio_s, 4)] for a in arrivals]
@@ -231,12 +237,19 @@ def main() -> None:
         parser.error(f"--paces must include the goal pace {GOAL_PACE:g}")
     with kokoro_server(args.url, args.threads) as server:
         # The anchor-style batch waits for one synthesis of the whole reply: no silence timeout.
-        config = SpeakConfig(kokoro_ws_url=server.ws_url, silence_timeout_s=300)
-        with (
-            open(os.devnull, "w") as quiet,
-            serve_url(create_app(config, log_stream=quiet, metrics=False), "speak") as speak,
-        ):
-            measured = asyncio.run(measure(server, speak, args.repeats, args.paces))
+        with contextlib.ExitStack() as stack:
+            quiet = stack.enter_context(open(os.devnull, "w"))  # closed by the stack
+
+            def speak_app(kokoro: LocalServer) -> str:
+                config = SpeakConfig(kokoro_ws_url=kokoro.ws_url, silence_timeout_s=300)
+                return stack.enter_context(serve_url(create_app(config, log_stream=quiet, metrics=False), "speak"))
+
+            speak = speak_app(server)
+            unsplit = None
+            if server.in_process:  # the anchor's server (a request as one text) beside ours: batch_unsplit
+                anchor = stack.enter_context(baseline_server(server, ANCHOR_STYLE_REQUESTS, args.threads))
+                unsplit = speak_app(anchor)
+            measured = asyncio.run(measure(server, speak, args.repeats, args.paces, unsplit))
         report = header(
             "agent",
             args,

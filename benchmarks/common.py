@@ -30,10 +30,11 @@ from typing import Any
 from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
-from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import PRODUCTION as PRODUCTION_POLICY
+from voicestream.kokoro_server.runtime import Policy, ServerRuntime
 from voicestream.speech import Audio, BidiSession, RequestCompleted, bidi_url
 from voicestream.speech.websocket import http_base_url
 from voicestream.stats import percentile
@@ -110,7 +111,7 @@ def whole_sentence_rtf(threads: int = 2, repeats: int = 3) -> float:
     """Seconds of compute per second of audio decoding CALIBRATION_SENTENCE whole (no windows, no
     lookahead) on `threads` threads: the median of `repeats` runs after a warm-up. The machine
     classes differ by up to 3x here, so every result file carries it beside its own numbers."""
-    engine = OnnxEngine(threads=threads, decoder_windows=None, lookahead=None, pacing=False)
+    engine = OnnxEngine(threads=threads, strategy=OnnxStrategy(decoder_windows=None, lookahead=None, pacing=False))
     engine.load()
     try:
         samples = sum(len(chunk.samples) for chunk in engine.synthesize(CALIBRATION_SENTENCE))  # warm-up
@@ -264,16 +265,16 @@ class TimedEngine(SpeechEngine):
     client add on top of the model.
     """
 
-    def __init__(self, inner: SpeechEngine) -> None:
+    def __init__(self, inner: SpeechEngine, pass_behind: bool = True) -> None:
+        """`pass_behind` False: the server's `behind` is not passed on (each sentence planned as
+        if the server kept up): what that signal buys, measured next to it (concurrency.py)."""
         super().__init__()
         self.inner = inner
         self.name = inner.name
         self.sample_rate = inner.sample_rate
         self.calls: list[EngineCall] = []
         self._lock = threading.Lock()
-        # False: the server's `behind` is not passed on (each sentence planned as if the server
-        # kept up): what that signal buys, measured next to it (concurrency.py).
-        self.pass_behind = True
+        self.pass_behind = pass_behind
 
     def _load(self) -> None:
         self.inner.load()
@@ -350,8 +351,10 @@ def kokoro_server(
     threads: int = 2,
     limits: Limits | None = None,
     engine: TimedEngine | None = None,
+    policy: Policy = PRODUCTION_POLICY,
 ) -> Iterator[LocalServer]:
-    """The server to measure: `url` if given, else the real app under uvicorn on 127.0.0.1."""
+    """The server to measure: `url` if given, else the real app under uvicorn on 127.0.0.1
+    (with production's policy unless a baseline's is given)."""
     if url:
         base = http_base_url(url)
         wait_until_ready(base, 30)
@@ -359,7 +362,7 @@ def kokoro_server(
         return
     engine = engine or load_timed_engine(threads)
     limits = limits or env.limits()
-    app = create_app(engine, limits)
+    app = create_app(engine, limits, policy=policy)
     with serve_in_thread(app, "kokoro-server") as running:
         wait_until_ready(running.url, 300)
         description = (
@@ -371,57 +374,69 @@ def kokoro_server(
         )
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What a baseline server differs in from the measured one: the engine's streaming strategy
+    (None: the measured server's engine itself), whether the engine hears `behind`, and the
+    server's policy. Each is passed in when the baseline is built; nothing of the measured
+    server is switched."""
+
+    strategy: OnnxStrategy | None = None
+    pass_behind: bool = True
+    policy: Policy = PRODUCTION_POLICY
+
+
+# The baselines the benchmarks compare with (docs/engine.md, docs/REPORT.md).
+WHOLE_SENTENCE_DECODING = Baseline(strategy=OnnxStrategy(decoder_windows=None))  # decoder windows off
+BEHIND_IGNORED = Baseline(pass_behind=False)  # every sentence planned as if the server kept up
+PACING_OFF = Baseline(strategy=OnnxStrategy(pacing=False))  # the window plan's schedule alone (pacing.py)
+STEPS_IN_ARRIVAL_ORDER = Baseline(policy=Policy(schedule_by_deadline=False))  # a FIFO pool (scheduler.py)
+# The anchor's server: each request synthesized as one text, never split into sentences. Ours
+# splits every request itself; the anchor's (kokoro's KPipeline) splits only at newlines.
+ANCHOR_STYLE_REQUESTS = Baseline(policy=Policy(split_requests=False))
+
+
 @contextlib.contextmanager
-def switched(target: object | None, attribute: str, value: object, needs: str) -> Iterator[None]:
-    """`target.attribute` set to `value` for the block, then restored: the in-process server's
-    switches that give a benchmark its baseline. `needs` says what is missing when `target` is
-    None (a server given by --url has no in-process parts)."""
-    if target is None:
-        raise RuntimeError(f"{needs} needs the in-process server (no --url)")
-    before = getattr(target, attribute)
-    setattr(target, attribute, value)
-    try:
-        yield
-    finally:
-        setattr(target, attribute, before)
+def baseline_server(server: LocalServer, baseline: Baseline, threads: int = 2) -> Iterator[LocalServer]:
+    """A second in-process server beside `server`, built with `baseline`: its own engine when
+    the baseline has a strategy (an ONNX engine on `threads` threads), else `server`'s engine
+    shared; the same limits. A server given by --url has no in-process parts to build it from."""
+    if server.engine is None or server.runtime is None:
+        raise RuntimeError("a baseline needs the in-process server (no --url)")
+    inner = server.engine.inner
+    if baseline.strategy is not None:
+        if not isinstance(inner, OnnxEngine):
+            raise RuntimeError("a baseline strategy needs an ONNX engine")
+        inner = OnnxEngine(threads=threads, strategy=baseline.strategy, derived_dir=inner.derived_dir)
+    engine = TimedEngine(inner, pass_behind=baseline.pass_behind)
+    with kokoro_server(threads=threads, limits=server.runtime.limits, engine=engine, policy=baseline.policy) as built:
+        try:
+            yield built
+        finally:
+            if inner is not server.engine.inner:
+                inner.close()
 
 
-def whole_sentence_decoding(server: LocalServer) -> contextlib.AbstractContextManager[None]:
-    """The same in-process server with its engine decoding each sentence in one run (decoder
-    windows off): the baseline that streaming inside a sentence is compared with."""
-    inner = server.engine.inner if server.engine is not None else None
-    onnx = inner if isinstance(inner, OnnxEngine) else None
-    return switched(onnx, "decoder_windows", None, "whole-sentence decoding (an ONNX engine)")
+@contextlib.contextmanager
+def anchor_style(server: LocalServer, threads: int = 2) -> Iterator[LocalServer | None]:
+    """The anchor-style server beside an in-process `server` (None beside a server given by --url)."""
+    if not server.in_process:
+        yield None
+        return
+    with baseline_server(server, ANCHOR_STYLE_REQUESTS, threads) as anchor:
+        yield anchor
 
 
-def behind_ignored(server: LocalServer) -> contextlib.AbstractContextManager[None]:
-    """The same in-process server with its engine never told that it is behind a listener
-    (engine/streaming/windows.py, `WindowPlan.behind`): every sentence planned as if the server kept up."""
-    return switched(server.engine, "pass_behind", False, "ignoring `behind`")
-
-
-def pacing_off(server: LocalServer) -> contextlib.AbstractContextManager[None]:
-    """The same in-process server with its engine decoding on the window plan's schedule alone,
-    not paced to its measured speed (engine/streaming/pacing.py)."""
-    inner = server.engine.inner if server.engine is not None else None
-    onnx = inner if isinstance(inner, OnnxEngine) else None
-    return switched(onnx, "pacing", False, "decoding without pacing (an ONNX engine)")
-
-
-def steps_in_arrival_order(server: LocalServer) -> contextlib.AbstractContextManager[None]:
-    """The same in-process server running synthesis steps in the order they are asked for (a
-    FIFO pool), not earliest deadline first (kokoro_server/scheduler.py)."""
-    return switched(server.runtime, "schedule_by_deadline", False, "the arrival-order baseline")
-
-
-def anchor_style_requests(server: LocalServer) -> contextlib.AbstractContextManager[None]:
-    """The anchor's server: each request synthesized as one text, never split into sentences.
-
-    Our server splits every request into sentences itself; the anchor's (kokoro's KPipeline)
-    splits only at newlines. Turning our split off in the in-process server reproduces the
-    anchor's "whole paragraph in one call" baseline with everything else unchanged.
-    """
-    return switched(server.runtime, "split_requests", False, "the anchor-style baseline")
+@contextlib.contextmanager
+def baseline_servers(
+    server: LocalServer, baselines: dict[str, Baseline | None], threads: int = 2
+) -> Iterator[dict[str, LocalServer]]:
+    """One server per name: `server` itself for None, else a baseline server beside it."""
+    with contextlib.ExitStack() as stack:
+        yield {
+            name: server if baseline is None else stack.enter_context(baseline_server(server, baseline, threads))
+            for name, baseline in baselines.items()
+        }
 
 
 # --- one bidi session and what it measured ------------------------------------------------

@@ -3,17 +3,19 @@
 1, 2, 4 and 8 sessions open at once against the real server, each speaking the 4-sentence
 paragraph as the project's client does (chunker pieces, pipelined). Per level: first audio
 p50/p95 across sessions, completion, aggregate audio seconds per wall second, errors. Each
-level runs again with the same server's engine decoding whole sentences (decoder windows off),
-next to it in time: the server's throughput cost of streaming inside a sentence, as a ratio;
-again with the engine never told that the server is behind a listener (`behind` ignored),
-which shows what that signal buys once the sessions outrun the server; and again with its
-windows on the plan's schedule alone (`not paced`: engine/streaming/pacing.py), what pacing costs or buys
+level runs again on a baseline server beside it (benchmarks/common.py `Baseline`) whose engine
+decodes whole sentences (decoder windows off), next to it in time: the server's throughput cost
+of streaming inside a sentence, as a ratio;
+again on one whose engine is never told that the server is behind a listener (`behind` ignored),
+which shows what that signal buys once the sessions outrun the server; and again on one with
+its windows on the plan's schedule alone (`not paced`: engine/streaming/pacing.py), what pacing costs or buys
 when sessions share the cores.
 
 Callers arriving one after another (`--arrivals N --arrival-gap-s S`): N sessions, one every S
 seconds, each speaking the paragraph, with the server's synthesis steps run earliest deadline
-first (when each listener runs out of audio: kokoro_server/scheduler.py) and, next to it, in the
-order they were asked for (a FIFO pool): first audio and stalls per caller.
+first (when each listener runs out of audio: kokoro_server/scheduler.py) and, next to it, on a
+server that runs them in the order they were asked for (a FIFO pool): first audio and stalls per
+caller.
 
 Then a second server on the same engine with a small session limit (`--limit`, the
 VOICESTREAM_MAX_SESSIONS setting): the limit's worth of sessions are held open, two more try
@@ -30,21 +32,22 @@ import argparse
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 from common import (
+    BEHIND_IGNORED,
+    PACING_OFF,
+    STEPS_IN_ARRIVAL_ORDER,
+    WHOLE_SENTENCE_DECODING,
+    Baseline,
     LocalServer,
     base_parser,
-    behind_ignored,
+    baseline_servers,
     header,
     kokoro_server,
     own_cpu_s,
-    pacing_off,
     run_session,
-    steps_in_arrival_order,
     summary,
-    whole_sentence_decoding,
     write_json,
 )
 from voicestream.chunker import split_sentences
@@ -125,26 +128,28 @@ async def over_the_limit(server: LocalServer, limit: int) -> dict[str, Any]:
     }
 
 
-MODES: dict[str, Callable[[LocalServer], contextlib.AbstractContextManager[None]]] = {
-    "chunked": lambda server: contextlib.nullcontext(),
-    "whole": whole_sentence_decoding,
-    "chunked, behind ignored": behind_ignored,
-    "chunked, not paced": pacing_off,
+# Each mode's server: the measured one (None), or a baseline built beside it.
+MODES: dict[str, Baseline | None] = {
+    "chunked": None,
+    "whole": WHOLE_SENTENCE_DECODING,
+    "chunked, behind ignored": BEHIND_IGNORED,
+    "chunked, not paced": PACING_OFF,
 }
+ARRIVAL_MODES: dict[str, Baseline | None] = {"earliest deadline first": None, "arrival order": STEPS_IN_ARRIVAL_ORDER}
 
 
-async def measure(server: LocalServer, levels: list[int], repeats: int, compare_whole: bool) -> list[dict[str, Any]]:
-    """Each level with the engine's defaults (`decoding: chunked`) and, with `compare_whole`,
-    right before or after it (the order alternating per repeat) with whole-sentence decoding
-    and with `behind` ignored, and not paced."""
-    await run_session(server.ws_url, ["Warm up."])
+async def measure(servers: dict[str, LocalServer], levels: list[int], repeats: int) -> list[dict[str, Any]]:
+    """Each level on the measured server (`decoding: chunked`) and right before or after it (the
+    order alternating per repeat) on each other mode's server (whole-sentence decoding, `behind`
+    ignored, not paced)."""
+    for server in servers.values():
+        await run_session(server.ws_url, ["Warm up."])
     rows = []
     for repeat in range(repeats):
         for sessions in levels:
-            modes = list(MODES) if compare_whole else ["chunked"]
+            modes = list(servers)
             for mode in modes if repeat % 2 == 0 else reversed(modes):
-                with MODES[mode](server):
-                    row = await level(server, sessions)
+                row = await level(servers[mode], sessions)
                 row["repeat"], row["decoding"] = repeat, mode
                 rows.append(row)
                 print(
@@ -155,21 +160,20 @@ async def measure(server: LocalServer, levels: list[int], repeats: int, compare_
     return rows
 
 
-async def arrivals(server: LocalServer, callers: int, gap_s: float, repeats: int) -> dict[str, Any]:
-    """`callers` sessions, one every `gap_s` seconds, with deadline scheduling and without,
-    alternating which goes first per repeat: each caller's first audio (from its first send) and
-    its stalls."""
+async def arrivals(servers: dict[str, LocalServer], callers: int, gap_s: float, repeats: int) -> dict[str, Any]:
+    """`callers` sessions, one every `gap_s` seconds, on the server with deadline scheduling and
+    on one without, alternating which goes first per repeat: each caller's first audio (from its
+    first send) and its stalls."""
     pieces = split_sentences(paragraph(), first_clause_min_words=4)
 
-    async def caller(index: int) -> dict[str, Any]:
+    async def caller(server: LocalServer, index: int) -> dict[str, Any]:
         await asyncio.sleep(index * gap_s)
         return (await run_session(server.ws_url, pieces)).metrics()
 
-    runs: dict[str, list[dict[str, Any]]] = {"earliest deadline first": [], "arrival order": []}
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in servers}
     for repeat in range(repeats):
         for mode in runs if repeat % 2 == 0 else reversed(list(runs)):
-            with steps_in_arrival_order(server) if mode == "arrival order" else contextlib.nullcontext():
-                records = await asyncio.gather(*(caller(index) for index in range(callers)))
+            records = await asyncio.gather(*(caller(servers[mode], index) for index in range(callers)))
             runs[mode].extend(records)
             print(
                 f"  {callers} callers {gap_s} s apart, {mode}: first audio "
@@ -214,12 +218,15 @@ def main() -> None:
     parser.add_argument("--arrival-gap-s", type=float, default=1.0, help="seconds between two callers' arrivals")
     parser.add_argument("--arrival-repeats", type=int, default=3)
     args: argparse.Namespace = parser.parse_args()
-    compare_whole = not args.url  # the baseline switches the in-process engine's decoding
+    compare_whole = not args.url  # the baselines are built from the in-process server's parts
     with kokoro_server(args.url, args.threads) as server:
-        rows = asyncio.run(measure(server, args.levels, args.repeats, compare_whole))
+        modes: dict[str, Baseline | None] = MODES if compare_whole else {"chunked": None}
+        with baseline_servers(server, modes, args.threads) as servers:
+            rows = asyncio.run(measure(servers, args.levels, args.repeats))
         arrival_check: dict[str, Any] | None = None
-        if args.arrivals and server.runtime is not None:  # the baseline switches the in-process scheduler
-            arrival_check = asyncio.run(arrivals(server, args.arrivals, args.arrival_gap_s, args.arrival_repeats))
+        if args.arrivals and server.runtime is not None:  # likewise
+            with baseline_servers(server, ARRIVAL_MODES, args.threads) as servers:
+                arrival_check = asyncio.run(arrivals(servers, args.arrivals, args.arrival_gap_s, args.arrival_repeats))
         limit_check: dict[str, Any] | None = None
         if server.engine is not None:  # the refusal check needs a server whose limit we set
             with kokoro_server(

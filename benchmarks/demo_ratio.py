@@ -24,14 +24,16 @@ from typing import Any
 
 from common import LoadMeter, TimedEngine, base_parser, command_line, kokoro_server, machine, summary, write_json
 from voicestream.demo import PACE, local_speak_app, measure_runs
-from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 from voicestream.texts import agent_reply
 
 
 def engines(threads: int) -> dict[str, OnnxEngine]:
     return {
         "streaming": OnnxEngine(threads=threads),
-        "whole_sentences": OnnxEngine(threads=threads, decoder_windows=None, lookahead=None, lead_in_frames=None),
+        "whole_sentences": OnnxEngine(
+            threads=threads, strategy=OnnxStrategy(decoder_windows=None, lookahead=None, lead_in_frames=None)
+        ),
     }
 
 

@@ -46,6 +46,7 @@ from voicestream.engine.onnx.engine import (
     DEFAULT_LOOKAHEAD,
     DEFAULT_WINDOWS,
     OnnxEngine,
+    OnnxStrategy,
     window_plan,
 )
 from voicestream.engine.onnx.lookahead import head_split
@@ -244,18 +245,27 @@ def main() -> None:
         "whole": None,
     }
     plans.update({f"windows {text}": parse_plan(text) for text in args.plans})
-    engines = {name: OnnxEngine(threads=args.threads, decoder_windows=plan) for name, plan in plans.items()}
-    engines["schedule alone"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, pacing=False)
-    engines["no lookahead"] = OnnxEngine(threads=args.threads, decoder_windows=DEFAULT_WINDOWS, lookahead=None)
+    engines = {
+        name: OnnxEngine(threads=args.threads, strategy=OnnxStrategy(decoder_windows=plan))
+        for name, plan in plans.items()
+    }
+    engines["schedule alone"] = OnnxEngine(
+        threads=args.threads, strategy=OnnxStrategy(decoder_windows=DEFAULT_WINDOWS, pacing=False)
+    )
+    engines["no lookahead"] = OnnxEngine(
+        threads=args.threads, strategy=OnnxStrategy(decoder_windows=DEFAULT_WINDOWS, lookahead=None)
+    )
     for margin in args.margins:
         plans[f"paced, margin {margin}"] = DEFAULT_WINDOWS
         engines[f"paced, margin {margin}"] = OnnxEngine(
-            threads=args.threads, decoder_windows=DEFAULT_WINDOWS, pacing_margin=margin
+            threads=args.threads, strategy=OnnxStrategy(decoder_windows=DEFAULT_WINDOWS, pacing_margin=margin)
         )
     if args.spinning:
         for name in ("chunked", "whole"):
             plans[f"{name} spinning"] = plans[name]
-            engines[f"{name} spinning"] = OnnxEngine(threads=args.threads, decoder_windows=plans[name], spinning=True)
+            engines[f"{name} spinning"] = OnnxEngine(
+                threads=args.threads, strategy=OnnxStrategy(decoder_windows=plans[name], spinning=True)
+            )
     for engine in engines.values():
         engine.load()
         timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure

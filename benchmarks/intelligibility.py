@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
 import sys
 from typing import Any
@@ -31,7 +30,7 @@ from common import (
     ROOT,
     LocalServer,
     SessionRecord,
-    anchor_style_requests,
+    anchor_style,
     base_parser,
     header,
     kokoro_server,
@@ -63,22 +62,22 @@ def variants(text: str) -> dict[str, list[str]]:
     }
 
 
-async def speak(server: LocalServer, name: str, pieces: list[str]) -> SessionRecord:
-    anchor = anchor_style_requests(server) if name == "whole_unsplit" else contextlib.nullcontext()
-    with anchor:
-        return await run_session(server.ws_url, pieces, keep_audio=True)
+async def speak(server: LocalServer, pieces: list[str]) -> SessionRecord:
+    return await run_session(server.ws_url, pieces, keep_audio=True)
 
 
-async def measure(server: LocalServer) -> list[dict[str, Any]]:
+async def measure(server: LocalServer, anchor: LocalServer | None) -> list[dict[str, Any]]:
+    """Each variant on `server`; `whole_unsplit` on `anchor`, the anchor-style server (a request
+    synthesized as one text), when there is one (an in-process server)."""
     rows: list[dict[str, Any]] = []
     for text_name, text in (("paragraph_4_sentences", paragraph()), ("agent_reply_6_sentences", agent_reply())):
         done: dict[tuple[str, ...], dict[str, Any]] = {}
         for name, pieces in variants(text).items():
-            if name == "whole_unsplit" and not server.in_process:
+            if name == "whole_unsplit" and anchor is None:
                 continue
             key = (name,) if name == "whole_unsplit" else tuple(pieces)
             if key not in done:
-                record = await speak(server, name, pieces)
+                record = await speak(anchor if name == "whole_unsplit" and anchor else server, pieces)
                 audio = record.audio
                 hypothesis = transcribe(audio)
                 done[key] = {
@@ -97,8 +96,8 @@ async def measure(server: LocalServer) -> list[dict[str, Any]]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "intelligibility.json", repeats=1)
     args: argparse.Namespace = parser.parse_args()
-    with kokoro_server(args.url, args.threads) as server:
-        rows = asyncio.run(measure(server))
+    with kokoro_server(args.url, args.threads) as server, anchor_style(server, args.threads) as anchor:
+        rows = asyncio.run(measure(server, anchor))
         report = header(
             "intelligibility",
             args,

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
 from typing import Any
 
 from common import (
     LocalServer,
-    anchor_style_requests,
+    anchor_style,
     base_parser,
     header,
     kokoro_server,
@@ -74,21 +73,23 @@ def distinct(pieces: dict[str, list[str]]) -> dict[str, str]:
     return owner
 
 
-async def measure(server: LocalServer, repeats: int) -> dict[str, Any]:
+async def measure(server: LocalServer, repeats: int, anchor: LocalServer | None = None) -> dict[str, Any]:
+    """Each variant on `server`; `whole_unsplit` on `anchor`, the anchor-style server (a request
+    synthesized as one text), when there is one (an in-process server)."""
     text = paragraph()
     pieces = variants(text)
-    if not server.in_process:
+    if anchor is None:
         del pieces["whole_unsplit"]
     owner = distinct(pieces)
     measured = [name for name in pieces if owner[name] == name]
-    await run_session(server.ws_url, ["Warm up the connection path."])
+    for warmed in filter(None, (server, anchor)):
+        await run_session(warmed.ws_url, ["Warm up the connection path."])
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in measured}
     for repeat in range(repeats):
         shift = repeat % len(measured)
         for name in measured[shift:] + measured[:shift]:
-            anchor = anchor_style_requests(server) if name == "whole_unsplit" else contextlib.nullcontext()
-            with anchor:
-                record = await run_session(server.ws_url, pieces[name], engine=server.engine)
+            target = anchor if name == "whole_unsplit" and anchor else server
+            record = await run_session(target.ws_url, pieces[name], engine=target.engine)
             row = record.metrics()
             row["repeat"] = repeat
             first = record.requests[0]
@@ -151,8 +152,8 @@ def analyse(measured: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "isolated.json", repeats=5)
     args: argparse.Namespace = parser.parse_args()
-    with kokoro_server(args.url, args.threads) as server:
-        measured = asyncio.run(measure(server, args.repeats))
+    with kokoro_server(args.url, args.threads) as server, anchor_style(server, args.threads) as anchor:
+        measured = asyncio.run(measure(server, args.repeats, anchor))
         report = header(
             "isolated", args, server, first_clause_min_words=DEFAULT_MIN_WORDS, **measured, **analyse(measured)
         )

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from common import RESULTS, ROOT, command_line, machine, write_json
-from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
 from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
 from voicestream.engine.onnx.lookahead import frames_before
 from voicestream.engine.streaming.windows import WindowPlan, plan_windows
@@ -93,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.time()
     host = machine()  # first: the host's speed before this run loads it
-    engine = OnnxEngine(threads=2, pacing=False)
+    engine = OnnxEngine(threads=2, strategy=OnnxStrategy(pacing=False))
     engine.load()
     try:
         results = measure(engine)

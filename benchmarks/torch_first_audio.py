@@ -1,8 +1,8 @@
 """Torch engine: first audio vs sentence length, chunked decoder windows vs whole-sentence decoding.
 
 The torch twin of first_audio_length.py (same sentences of 5, 15, 30 and 50 words, no clause
-marks): one TorchEngine, its `decoder_windows` switched between the default plan and None
-(whole sentence) before each run, alternating per repeat so the machine's load falls on both
+marks): two TorchEngines of one checkpoint, constructed with the default plan and with
+`decoder_windows=None` (whole sentence), run in turn, alternating per repeat so the machine's load falls on both
 alike. Per run, timed and summarised as first_audio_length.py does: time from `synthesize()`
 to the first AudioChunk, total time, audio length, CPU time, the playback stall; per length
 also where the first audio's time goes (G2P, encoder, first window's decoder).
@@ -66,12 +66,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="voicestream-bench-") as scratch:
         model_dir = args.model_dir or build_model_dir(default_model_dir(), Path(scratch), (VOICE,))
-        engine = TorchEngine(model_dir, device=args.device, threads=args.threads)
-        engine.load()
-    modes = {"chunked": DEFAULT_WINDOWS, "whole": None}
-    for plan in modes.values():
-        engine.decoder_windows = plan
-        timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
+        modes = {
+            name: TorchEngine(model_dir, device=args.device, threads=args.threads, decoder_windows=plan)
+            for name, plan in (("chunked", DEFAULT_WINDOWS), ("whole", None))
+        }
+        for engine in modes.values():
+            engine.load()
+            timed(engine, sentence(5))  # warm-up: first-run allocations are not what we measure
+    engine = modes["chunked"]
     runs: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in LENGTHS} for name in modes}
     steps: dict[int, list[dict[str, float]]] = {n: [] for n in LENGTHS}
     load = LoadMeter()
@@ -79,8 +81,7 @@ def main() -> None:
         for words in LENGTHS:
             order = list(modes) if repeat % 2 == 0 else list(reversed(modes))
             for name in order:
-                engine.decoder_windows = modes[name]
-                runs[name][words].append(timed(engine, sentence(words)))
+                runs[name][words].append(timed(modes[name], sentence(words)))
             steps[words].append(breakdown(engine, sentence(words)))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
     measured_load = load.report()

@@ -34,7 +34,7 @@ import numpy as np
 from common import RESULTS, ROOT, command_line, machine, write_json
 from first_audio_length import describe, parse_plan
 from voicestream.chunker import split_sentences
-from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
 from voicestream.engine.streaming.windows import WindowPlan
 
 sys.path.insert(0, str(ROOT))  # the ASR and seam helpers live with the tests
@@ -79,9 +79,9 @@ def first_chunk_distance_db(audio: np.ndarray, whole: np.ndarray, first_samples:
 
 
 def measure(plans: dict[str, WindowPlan], texts: list[str], threads: int) -> dict[str, Any]:
-    whole_engine = OnnxEngine(threads=threads, decoder_windows=None, lookahead=None)
+    whole_engine = OnnxEngine(threads=threads, strategy=OnnxStrategy(decoder_windows=None, lookahead=None))
     engines = {
-        name: OnnxEngine(threads=threads, decoder_windows=plan, lookahead=None, pacing=False)
+        name: OnnxEngine(threads=threads, strategy=OnnxStrategy(decoder_windows=plan, lookahead=None, pacing=False))
         for name, plan in plans.items()
     }
     for engine in (whole_engine, *engines.values()):

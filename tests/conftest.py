@@ -55,9 +55,9 @@ def kokoro_engine() -> SpeechEngine:
     would depend on the machine's speed and load. Pacing itself is tested with a fixed speed and a
     frozen clock (tests/unit/test_pacing.py, test_engine_onnx_streaming.py); its effect on a host
     is measured by benchmarks/first_audio_length.py."""
-    from voicestream.engine.onnx.engine import OnnxEngine
+    from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 
-    engine = OnnxEngine(threads=TEST_THREADS, pacing=False)
+    engine = OnnxEngine(threads=TEST_THREADS, strategy=OnnxStrategy(pacing=False))
     engine.load()
     return engine
 

@@ -156,10 +156,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _region() -> str | None:
-    from voicestream.env import Env
+    from voicestream.env import region
 
-    env = Env()
-    return env.text("AWS_REGION") or env.text("AWS_DEFAULT_REGION")
+    return region()
 
 
 def _quiet_library_logs() -> None:

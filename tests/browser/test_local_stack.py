@@ -74,8 +74,8 @@ def test_connect_host(host: str, expected: str) -> None:
 
 
 def test_speak_config_always_targets_the_local_server() -> None:
-    env = {"SAGEMAKER_ENDPOINT_NAME": "prod", "AWS_REGION": "eu-west-1", "REPLAY_TOKENS_PER_S": "20"}
+    env = {"SAGEMAKER_ENDPOINT_NAME": "prod", "AWS_REGION": "eu-west-1", "SPEAK_MAX_DURATION_S": "20"}
     config = local_speak_config("ws://127.0.0.1:8080/invocations-bidirectional-stream", env)
     assert config.kokoro_ws_url == "ws://127.0.0.1:8080/invocations-bidirectional-stream"
     assert config.sagemaker_endpoint is None
-    assert config.replay_pace.tokens_per_s == 20
+    assert config.max_duration_s == 20

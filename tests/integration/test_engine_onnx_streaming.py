@@ -37,7 +37,7 @@ from tests.support.seams import compare, snr_db
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import FloatAudio
 from voicestream.engine.models.assets import manifest, onnx_assets
-from voicestream.engine.onnx.engine import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.engine import DEFAULT_LEAD_IN_FRAMES, DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
 from voicestream.engine.onnx.graphs import (
     DERIVED_FILES,
     FRONTEND_RECEPTIVE_FIELD,
@@ -72,7 +72,7 @@ MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in t
 
 @pytest.fixture(scope="module")
 def whole_engine() -> Iterator[OnnxEngine]:
-    loaded = OnnxEngine(threads=2, decoder_windows=None)
+    loaded = OnnxEngine(threads=2, strategy=OnnxStrategy(decoder_windows=None))
     loaded.load()
     yield loaded
 
@@ -80,7 +80,7 @@ def whole_engine() -> Iterator[OnnxEngine]:
 @pytest.fixture(scope="module")
 def original_engine() -> Iterator[OnnxEngine]:
     """The original graph's samples: whole sentences, the leading silence kept."""
-    loaded = OnnxEngine(threads=2, decoder_windows=None, lead_in_frames=None)
+    loaded = OnnxEngine(threads=2, strategy=OnnxStrategy(decoder_windows=None, lead_in_frames=None))
     loaded.load()
     yield loaded
 
@@ -89,7 +89,7 @@ def original_engine() -> Iterator[OnnxEngine]:
 def plain_engine() -> Iterator[OnnxEngine]:
     """Windows on the plan's schedule alone (not paced: sizes that do not depend on this machine's
     speed), every piece encoded whole first (no lookahead)."""
-    loaded = OnnxEngine(threads=2, lookahead=None, pacing=False)
+    loaded = OnnxEngine(threads=2, strategy=OnnxStrategy(lookahead=None, pacing=False))
     loaded.load()
     yield loaded
 
@@ -356,7 +356,11 @@ def test_a_server_behind_its_listener_gets_windows_from_half_the_largest(
 
 
 def test_the_leading_silence_is_cut_to_the_lead_in_and_nothing_else_changes(whole_engine: OnnxEngine) -> None:
-    untrimmed = OnnxEngine(threads=2, decoder_windows=None, lead_in_frames=None, derived_dir=whole_engine.derived_dir)
+    untrimmed = OnnxEngine(
+        threads=2,
+        derived_dir=whole_engine.derived_dir,
+        strategy=OnnxStrategy(decoder_windows=None, lead_in_frames=None),
+    )
     untrimmed.load()
     (original,) = [chunk.samples for chunk in untrimmed.synthesize(MEDIUM_SENTENCE)]
     (trimmed,) = [chunk.samples for chunk in whole_engine.synthesize(MEDIUM_SENTENCE)]

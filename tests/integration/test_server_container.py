@@ -116,7 +116,6 @@ def test_serve_entrypoint_starts_the_server_and_stops_on_sigterm() -> None:
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "VOICESTREAM_PYTHON": sys.executable,
         "VOICESTREAM_BACKEND": "onnx",  # the CPU engine: the image's torch default needs the GPU build
         "VOICESTREAM_HOST": "127.0.0.1",
         "VOICESTREAM_PORT": str(port),

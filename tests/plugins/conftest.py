@@ -103,12 +103,12 @@ def server_process(
 @pytest.fixture(scope="session")
 def kokoro(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     log = tmp_path_factory.mktemp("kokoro") / "server.log"
-    arguments = ["-m", "voicestream.kokoro_server", "--port", "{port}", "--threads", "2"]
+    arguments = ["-m", "voicestream.kokoro_server", "--port", "{port}", "--threads", "2", "--decoder-windows", "off"]
     # Each sentence decoded in one run: the server's audio is then a function of the text alone,
     # so a plugin's frames can be compared byte for byte with the server's own answer. (Decoded
     # in windows, a sentence's windows depend on how much audio is still playing before it:
     # docs/engine.md.)
-    with server_process(arguments, log, settings={"VOICESTREAM_DECODER_WINDOWS": "off"}) as server:
+    with server_process(arguments, log) as server:
         yield server
 
 

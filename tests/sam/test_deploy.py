@@ -570,7 +570,6 @@ def test_destroy_runs_teardown_before_sam_delete(
         s3.put_object(Bucket=endpoint_stack["ResultsBucketName"], Key=f"benchmarks/{index}.json", Body=b"{}")
     route_lambdas(monkeypatch, {"TeardownFunction": load_handler_module("teardown").handler})
     # sam delete is SAM CLI's part (no SAM here): destroy must have torn down before it stops there.
-    monkeypatch.setenv("VOICESTREAM_SAM", "/nonexistent/sam")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     lines = Lines()
     with pytest.raises(DeployError, match="SAM CLI not found"):

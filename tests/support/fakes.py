@@ -28,7 +28,7 @@ import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
 from voicestream.engine.text.g2p import G2P
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import PRODUCTION, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
 from voicestream.speech.errors import ConnectionLostError, SessionClosedError, SessionConnectError
 from voicestream.speech.transport import FrameMode, Payload
@@ -160,9 +160,11 @@ class MemoryChannel:
         self.to_server.put_nowait({"type": "websocket.disconnect", "code": 1006})
 
 
-async def started_runtime(engine: SpeechEngine, limits: Limits | None = None, workers: int = 2) -> ServerRuntime:
+async def started_runtime(
+    engine: SpeechEngine, limits: Limits | None = None, workers: int = 2, policy: Policy = PRODUCTION
+) -> ServerRuntime:
     """A ServerRuntime with `engine` loaded and warmed up, as the app's lifespan makes it."""
-    runtime = ServerRuntime(engine, limits or Limits(), synth_workers=workers, warm_up_text="Hi.")
+    runtime = ServerRuntime(engine, limits or Limits(), synth_workers=workers, warm_up_text="Hi.", policy=policy)
     await runtime.start()
     assert runtime.ready, runtime.error
     if isinstance(engine, ToneEngine):  # the warm-up is not what a test asked for

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from voicestream.engine.models.derived import ensure_derived
-from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine
+from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, PRODUCTION, OnnxEngine
 from voicestream.engine.onnx.graphs import (
     DERIVATION_VERSION,
     DERIVED_FILES,
@@ -15,27 +15,27 @@ from voicestream.engine.onnx.graphs import (
     derived_folder,
 )
 from voicestream.engine.streaming.windows import WindowPlan
-from voicestream.env import ConfigError, Env, ServerSettings, decoder_windows, server_settings
+from voicestream.env import ConfigError, ServerSettings, decoder_windows
 from voicestream.kokoro_server import engine_factory
+from voicestream.kokoro_server.__main__ import main as server_main
 
 SOURCE = "c" * 64
 
 
-def test_window_plan_and_derived_dir_come_from_the_environment() -> None:
-    settings = server_settings(
-        Env({"VOICESTREAM_DECODER_WINDOWS": " 8, 1.5 ,64", "VOICESTREAM_DERIVED_DIR": "/var/cache/kokoro"})
-    )
-    assert settings.decoder_windows == (8, 1.5, 64)
-    assert settings.derived_dir == Path("/var/cache/kokoro")
-    assert decoder_windows(Env({"VOICESTREAM_DECODER_WINDOWS": "OFF"})) == "off"
-    assert decoder_windows(Env({})) is None
-    assert server_settings(Env({})).decoder_windows is None
+def test_the_window_plan_is_a_command_line_argument() -> None:
+    assert decoder_windows(" 8, 1.5 ,64") == (8, 1.5, 64)
+    assert decoder_windows("OFF") == "off"
 
 
 @pytest.mark.parametrize("value", ["12,2", "a,b,c", "0,2,96", "24,2,12", "12,0.5,96", "12,nan,96", "on"])
-def test_a_malformed_window_plan_is_refused_naming_the_variable(value: str) -> None:
-    with pytest.raises(ConfigError, match="VOICESTREAM_DECODER_WINDOWS"):
-        server_settings(Env({"VOICESTREAM_DECODER_WINDOWS": value}))
+def test_a_malformed_window_plan_is_refused_naming_the_argument(value: str) -> None:
+    with pytest.raises(ConfigError, match="--decoder-windows"):
+        decoder_windows(value)
+
+
+def test_the_server_refuses_a_malformed_window_plan_at_startup(capsys: pytest.CaptureFixture[str]) -> None:
+    assert server_main(["--decoder-windows", "12,2"]) == 2
+    assert "--decoder-windows='12,2'" in capsys.readouterr().err
 
 
 def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
     settings = ServerSettings(decoder_windows=(8, 1.5, 64), derived_dir=tmp_path, threads=1)
     engine = engine_factory(settings)()
     assert isinstance(engine, OnnxEngine) and not engine.loaded
-    assert engine.decoder_windows == WindowPlan(
+    assert engine.strategy.decoder_windows == WindowPlan(
         first=8,
         growth=1.5,
         largest=64,
@@ -55,9 +55,9 @@ def test_the_server_passes_the_settings_to_the_engine(tmp_path: Path) -> None:
     )
     assert engine.derived_dir == tmp_path
     whole = engine_factory(ServerSettings(decoder_windows="off"))()
-    assert isinstance(whole, OnnxEngine) and whole.decoder_windows is None
+    assert isinstance(whole, OnnxEngine) and whole.strategy.decoder_windows is None
     default = engine_factory(ServerSettings())()
-    assert isinstance(default, OnnxEngine) and default.decoder_windows == DEFAULT_WINDOWS
+    assert isinstance(default, OnnxEngine) and default.strategy == PRODUCTION
 
 
 def fake_derivation(out: Path) -> list[str]:

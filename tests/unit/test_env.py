@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from voicestream import env_doc
 from voicestream.env import (
     LIMIT_VARIABLES,
+    RETIRED,
+    SETTINGS,
     VARIABLES,
     ConfigError,
     Env,
     ServerSettings,
+    Setting,
     default_model_dir,
     limits,
     server_settings,
@@ -77,7 +81,7 @@ def test_limits_from_env() -> None:
     [
         {"VOICESTREAM_MAX_QUEUED": "many"},
         {"VOICESTREAM_MAX_QUEUED": "1.5"},
-        {"VOICESTREAM_FRAME_MS": "0"},
+        {"VOICESTREAM_MAX_SESSIONS": "0"},
         {"VOICESTREAM_MAX_SESSION_S": "-1"},
         {"VOICESTREAM_IDLE_TIMEOUT_S": "inf"},
     ],
@@ -88,8 +92,47 @@ def test_bad_limits_in_env_are_rejected_clearly(environ: dict[str, str]) -> None
         limits(Env(environ))
 
 
-def test_every_limit_has_a_declared_variable() -> None:
-    assert {LIMIT_VARIABLES[spec.name] for spec in dataclasses.fields(Limits)} <= set(VARIABLES)
+def test_each_limit_variable_names_a_field_and_defaults_to_it() -> None:
+    fields = {spec.name: spec.default for spec in dataclasses.fields(Limits)}
+    assert set(LIMIT_VARIABLES) <= set(fields)
+    assert all(name == f"VOICESTREAM_{field.upper()}" for field, name in LIMIT_VARIABLES.items())
+    declared = {setting.name: setting for setting in SETTINGS}
+    assert {field: declared[name].default for field, name in LIMIT_VARIABLES.items()} == {
+        field: fields[field] for field in LIMIT_VARIABLES
+    }
+
+
+def test_the_settings_classes_take_their_defaults_from_the_declaration() -> None:
+    """One statement of each default: ServerSettings() and an empty environment agree, field by field."""
+    assert server_settings(Env({})) == ServerSettings()
+    assert limits(Env({})) == Limits()
+
+
+def test_each_variable_is_declared_once_and_retired_ones_are_not_read() -> None:
+    names = [setting.name for setting in SETTINGS]
+    assert len(names) == len(set(names)) == len(VARIABLES)
+    assert not set(RETIRED) & set(names)
+    with pytest.raises(KeyError, match="not declared"):
+        Env({"VOICESTREAM_DECODER_WINDOWS": "off"}).text("VOICESTREAM_DECODER_WINDOWS")
+
+
+def test_at_most_35_variables_are_for_a_user_to_set() -> None:
+    """Issue 30: the experiment dials are constructor arguments; the platform's are counted apart."""
+    user = [setting.name for setting in SETTINGS if setting.set_by == "user"]
+    assert len(user) <= 35, user
+    platform = {setting.name for setting in SETTINGS if setting.set_by == "platform"}
+    assert {"AWS_REGION", "LAMBDA_TASK_ROOT", "XDG_CACHE_HOME"} <= platform
+
+
+def test_a_retired_variable_that_is_still_set_is_reported() -> None:
+    environ = {"VOICESTREAM_DECODER_WINDOWS": "off", "VOICESTREAM_PORT": "1", "REPLAY_TOKENS_PER_S": " "}
+    assert Env(environ).retired() == ["VOICESTREAM_DECODER_WINDOWS"]
+
+
+def test_a_setting_parses_its_own_type_and_names_itself_when_malformed() -> None:
+    ratio: Setting[float] = Setting("VOICESTREAM_PORT", lambda name, raw: float(raw) / 2, 1.5, "x", "server")
+    assert Env({}).get(ratio) == 1.5
+    assert Env({"VOICESTREAM_PORT": " 3 "}).get(ratio) == 1.5
 
 
 def test_an_undeclared_variable_cannot_be_read() -> None:
@@ -121,9 +164,17 @@ def test_nothing_but_env_reads_the_process_environment() -> None:
     assert offenders == []
 
 
-def test_the_configuration_doc_lists_every_variable() -> None:
-    documented = set(re.findall(r"^\| `([A-Z_][A-Z0-9_]*)` \|", DOC.read_text(), flags=re.MULTILINE))
-    assert documented == set(VARIABLES)
+def test_the_configuration_doc_is_generated_from_the_declaration() -> None:
+    """docs/configuration.md is `python -m voicestream.env_doc`'s output: regenerate it after
+    changing a declaration (`make docs-config`)."""
+    assert DOC.read_text() == env_doc.render()
+
+
+def test_the_doc_has_a_row_per_variable_in_its_section_then_the_retired_ones() -> None:
+    documented = re.findall(r"^\| `([A-Z_][A-Z0-9_]*)` \|", env_doc.render(), flags=re.MULTILINE)
+    by_section = [setting.name for key in env_doc.SECTIONS for setting in SETTINGS if setting.section == key]
+    assert documented == by_section + list(RETIRED)
+    assert set(by_section) == set(VARIABLES)
 
 
 def test_log_lines_are_json_with_both_ids() -> None:

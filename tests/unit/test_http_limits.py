@@ -109,10 +109,8 @@ def test_bad_new_settings_name_the_variable(environ: dict[str, str]) -> None:
 
 
 def test_new_limits_from_env() -> None:
-    applied = limits(
-        Env({"VOICESTREAM_MAX_PHONEMES": "800", "VOICESTREAM_KEEPALIVE_S": "1.5", "VOICESTREAM_BODY_TIMEOUT_S": "3"})
-    )
-    assert applied == Limits(max_phonemes=800, keepalive_s=1.5, body_timeout_s=3.0)
+    applied = limits(Env({"VOICESTREAM_MAX_PHONEMES": "800", "VOICESTREAM_BODY_TIMEOUT_S": "3"}))
+    assert applied == Limits(max_phonemes=800, body_timeout_s=3.0)
 
 
 def test_queued_is_a_server_message_of_the_contract() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.clocks import ManualClock
-from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, WindowPacer, paced_core
 from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
@@ -142,7 +142,9 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
         with pytest.raises(ValueError, match="margin"):
             WindowPacer(speed, FRAME_S, margin=impossible)
         with pytest.raises(ValueError, match="margin"):
-            OnnxEngine(pacing_margin=impossible)  # when the engine is made, not at its first synthesis
+            OnnxEngine(
+                strategy=OnnxStrategy(pacing_margin=impossible)
+            )  # when the engine is made, not at its first synthesis
 
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:

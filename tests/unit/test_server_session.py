@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.fakes import MemoryChannel, ToneEngine, started_runtime
 from voicestream.kokoro_server.logs import RepeatLimiter
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import PRODUCTION, Policy, ServerRuntime
 from voicestream.kokoro_server.session import EndReason, ServerSession
 from voicestream.wire.bidi import Limits
 from voicestream.wire.errors import FAILURE_MESSAGES
@@ -65,9 +65,11 @@ class Conversation:
         return reason, self.channel.close_code
 
 
-async def converse(engine: ToneEngine | None = None, limits: Limits | None = None) -> Conversation:
+async def converse(
+    engine: ToneEngine | None = None, limits: Limits | None = None, policy: Policy = PRODUCTION
+) -> Conversation:
     engine = engine or ToneEngine()
-    runtime = await started_runtime(engine, limits)
+    runtime = await started_runtime(engine, limits, policy=policy)
     channel = MemoryChannel()
     task = asyncio.create_task(ServerSession(runtime, channel).run())
     return Conversation(runtime, engine, channel, task)
@@ -101,6 +103,25 @@ async def test_pipelined_requests_come_back_whole_and_in_order() -> None:
     assert [rid for rid, _ in spoken] == ["r0", "r1", "r2"]
     # 16-bit PCM: two bytes per sample of the tone the engine made for each text.
     assert [audio for _, audio in spoken] == [2 * talk.engine.samples_for(t) for t in talk.engine.texts]
+    talk.send({"type": "close"})
+    assert await talk.closed() == (EndReason.CLOSE, 1000)
+
+
+@pytest.mark.parametrize(
+    ("policy", "synthesized"),
+    [
+        (Policy(), ["First one.", "Then a second."]),
+        # The anchor-style baseline the benchmarks build: one synthesis per request.
+        (Policy(split_requests=False), ["First one. Then a second."]),
+    ],
+)
+async def test_the_servers_policy_decides_whether_a_request_is_split_into_sentences(
+    policy: Policy, synthesized: list[str]
+) -> None:
+    talk = await converse(policy=policy)
+    talk.send({"type": "synthesize", "text": "First one. Then a second.", "request_id": "r0"})
+    await talk.until("synthesis_complete", "r0")
+    assert talk.engine.texts == synthesized
     talk.send({"type": "close"})
     assert await talk.closed() == (EndReason.CLOSE, 1000)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from voicestream.env import ConfigError, Env
@@ -25,9 +27,9 @@ def test_vllm_omni_from_the_environment() -> None:
             "VLLM_OMNI_URL": "ws://127.0.0.1:8000",
             "VLLM_OMNI_VOICE": "ryan",
             "VLLM_OMNI_LANGUAGE": "German",
-            "VLLM_OMNI_INSTRUCTIONS": "Calm and slow.",
-            "VLLM_OMNI_TASK_TYPE": "CustomVoice",
-            "VLLM_OMNI_SPLIT_GRANULARITY": "sentence",
+            "VLLM_OMNI_SESSION_CONFIG": json.dumps(
+                {"instructions": "Calm and slow.", "task_type": "CustomVoice", "split_granularity": "sentence"}
+            ),
         }
     )
     config = SpeakConfig.from_env(env)
@@ -58,10 +60,18 @@ def test_vllm_omni_on_sagemaker() -> None:
         ({"SPEECH_UPSTREAM": "vllm-omni", "KOKORO_WS_URL": "ws://x"}, "KOKORO_WS_URL is set but SPEECH_UPSTREAM"),
         ({"VLLM_OMNI_URL": "ws://x"}, "VLLM_OMNI_URL is set but SPEECH_UPSTREAM is kokoro"),
         ({"SPEECH_UPSTREAM": "qwen"}, "SPEECH_UPSTREAM='qwen' must be one of kokoro, vllm-omni"),
-        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x", "VLLM_OMNI_SPLIT_GRANULARITY": "word"},
-         "VLLM_OMNI_SPLIT_GRANULARITY='word'"),
-        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x", "VLLM_OMNI_REF_AUDIO": "\ud800"},
+        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x",
+          "VLLM_OMNI_SESSION_CONFIG": '{"split_granularity": "word"}'},
+         "VLLM_OMNI_* settings: split_granularity must be one of"),
+        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x",
+          "VLLM_OMNI_SESSION_CONFIG": '{"ref_audio": "\\ud800"}'},
          "VLLM_OMNI_* settings: ref_audio is not valid Unicode"),
+        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x", "VLLM_OMNI_SESSION_CONFIG": '{"voice": "ryan"}'},
+         "VLLM_OMNI_SESSION_CONFIG: unknown field"),
+        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x", "VLLM_OMNI_SESSION_CONFIG": "[1]"},
+         "VLLM_OMNI_SESSION_CONFIG='\\[1\\]' must be a JSON object"),
+        ({"SPEECH_UPSTREAM": "vllm-omni", "VLLM_OMNI_URL": "ws://x", "VLLM_OMNI_SESSION_CONFIG": "{task"},
+         "VLLM_OMNI_SESSION_CONFIG='{task' is not JSON"),
     ],
 )  # fmt: skip
 def test_misconfigurations_name_the_variable(variables: dict[str, str], complaint: str) -> None:

@@ -87,13 +87,12 @@ def test_config_local_and_deployed() -> None:
                 "SAGEMAKER_ENDPOINT_NAME": "kokoro",
                 "AWS_REGION": "eu-west-1",
                 "BEDROCK_MODEL_ID": "eu.amazon.nova-lite-v1:0",
-                "REPLAY_TOKENS_PER_S": "80",
                 "POWERTOOLS_SERVICE_NAME": "speak",
             }
         )
     )
     assert deployed.bedrock is not None and deployed.bedrock.region == "eu-west-1"
-    assert deployed.replay_pace.tokens_per_s == 80 and deployed.service == "speak"
+    assert deployed.replay_pace == ReplayPace() and deployed.service == "speak"
     assert "kokoro" in deployed.tts_description
 
 
@@ -103,7 +102,7 @@ def test_config_local_and_deployed() -> None:
         {},
         {"KOKORO_WS_URL": "ws://x", "SAGEMAKER_ENDPOINT_NAME": "kokoro", "AWS_REGION": "us-east-1"},
         {"SAGEMAKER_ENDPOINT_NAME": "kokoro"},
-        {"KOKORO_WS_URL": "ws://x", "REPLAY_TOKENS_PER_S": "lots"},
+        {"KOKORO_WS_URL": "ws://x", "SPEAK_SILENCE_TIMEOUT_S": "lots"},
         {"KOKORO_WS_URL": "ws://x", "SPEAK_MAX_DURATION_S": "0"},
     ],
 )

@@ -52,10 +52,10 @@ def create_engine(
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
-        from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, window_plan
+        from voicestream.engine.onnx.engine import PRODUCTION, OnnxEngine, OnnxStrategy, window_plan
 
-        plan = DEFAULT_WINDOWS if decoder_windows is None else window_plan(decoder_windows)
-        return OnnxEngine(model_dir=model_dir, threads=threads, decoder_windows=plan, derived_dir=derived_dir, g2p=g2p)
+        strategy = PRODUCTION if decoder_windows is None else OnnxStrategy(window_plan(decoder_windows))
+        return OnnxEngine(model_dir=model_dir, threads=threads, strategy=strategy, derived_dir=derived_dir, g2p=g2p)
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch.engine import TorchEngine

@@ -30,7 +30,7 @@ from voicestream.engine.base import SpeechEngine
 from voicestream.kokoro_server import openai_speech
 from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
-from voicestream.kokoro_server.runtime import WARM_UP_TEXT, ServerRuntime
+from voicestream.kokoro_server.runtime import PRODUCTION, WARM_UP_TEXT, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
 from voicestream.origins import RequestGuard
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
@@ -79,15 +79,17 @@ def create_app(
     synth_workers: int = 2,
     warm_up_text: str = WARM_UP_TEXT,
     allowed_origins: Collection[str] | None = None,
+    policy: Policy = PRODUCTION,
 ) -> Starlette:
     """The server app. `engine` may be an engine or a factory; either way it is loaded and
-    warmed up in the background after startup, while /ping answers 503.
+    warmed up in the background after startup, while /ping answers 503. `policy`: production's
+    unless a benchmark builds a baseline (runtime.Policy).
 
     A WebSocket handshake with an Origin (a web page's) is refused 403 unless the origin is in
     `allowed_origins` (default: VOICESTREAM_ALLOWED_ORIGINS, none); SageMaker's sidecar and SDK
     clients send no Origin (voicestream.origins)."""
     origins = env.allowed_origins() if allowed_origins is None else allowed_origins
-    runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text)
+    runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text, policy=policy)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

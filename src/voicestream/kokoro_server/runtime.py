@@ -94,6 +94,23 @@ def check_speed(engine: SpeechEngine, text: str, clock: Callable[[], float] = ti
         samples += len(chunk.samples)
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the server turns requests into engine steps: production's by default. Benchmarks build
+    a server with a baseline policy rather than switching a running server's parts.
+
+    `split_requests`: each request is split into sentences, synthesized in turn (first audio after
+    the first sentence); False: one synthesis per request, as the anchor's server does.
+    `schedule_by_deadline`: steps run earliest deadline first (scheduler.py); False: in the order
+    asked for, as a FIFO pool would."""
+
+    split_requests: bool = True
+    schedule_by_deadline: bool = True
+
+
+PRODUCTION = Policy()
+
+
 class ServerRuntime:
     """The engine (or a factory that loads it), the synthesis workers and the session count."""
 
@@ -105,16 +122,12 @@ class ServerRuntime:
         warm_up_text: str = WARM_UP_TEXT,
         release_memory: Callable[[], None] = release_freed_memory,
         clock: Callable[[], float] = time.perf_counter,
+        policy: Policy = PRODUCTION,
     ) -> None:
         """`release_memory`: what gives freed memory back once the server is idle (tests pass
         their own to observe when it runs). `clock`: what the start's speed check is timed with."""
         self.limits = limits
-        # Each request is split into sentences, synthesized in turn (first audio after the first
-        # sentence). False: one synthesis per request, as the anchor's server does (benchmarks).
-        self.split_requests = True
-        # Steps run earliest deadline first (scheduler.py). False: in the order asked for, as a
-        # FIFO pool would (benchmarks: what the deadlines buy).
-        self.schedule_by_deadline = True
+        self.policy = policy
         self.stats = RuntimeStats()
         self.readiness = Readiness.LOADING
         self.error: str | None = None
@@ -215,7 +228,7 @@ class ServerRuntime:
         time.perf_counter() value; in the past for one already waiting): earliest first."""
         loop = asyncio.get_running_loop()
         try:
-            due = deadline if self.schedule_by_deadline else time.perf_counter()
+            due = deadline if self.policy.schedule_by_deadline else time.perf_counter()
             step = self._executor.submit(due, lambda: self._counted(function, *args, **kwargs))
             result: T = await asyncio.wrap_future(step, loop=loop)
             return result

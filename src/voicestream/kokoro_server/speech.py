@@ -84,7 +84,7 @@ class AudioStream:
         # One resampler for the whole request: its state carries over every chunk and sentence.
         resampler = StreamResampler(SAMPLE_RATE, request.sample_rate)
         framer = Framer.for_encoder(encoder, limits.frame_ms)
-        sentences = (split_sentences(request.text) if self.runtime.split_requests else []) or [request.text]
+        sentences = (split_sentences(request.text) if self.runtime.policy.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
         # Since when this request's next sentence has been waiting for the engine: a listener who
         # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since),

@@ -4,32 +4,43 @@ Which speech server speaks: `SPEECH_UPSTREAM` picks the protocol, `kokoro` (defa
 server's bidi route) or `vllm-omni` (Qwen3-TTS on vLLM-Omni's speech stream, docs/vllm-omni.md).
 Where it is: `KOKORO_WS_URL` / `VLLM_OMNI_URL` (a server's URL; local runs, tests) or
 `SAGEMAKER_ENDPOINT_NAME` (+ `AWS_REGION`) for the deployed endpoint. Exactly one.
-vLLM-Omni's session-level options (voice, language, instructions, reference audio) come from the
-`VLLM_OMNI_*` variables. Which model writes replies to a prompt: `BEDROCK_MODEL_ID` (Strands on
-Bedrock); without it a prompt is answered by replaying the canned agent reply (offline).
+vLLM-Omni's session-level options come from `VLLM_OMNI_VOICE`, `VLLM_OMNI_LANGUAGE` and
+`VLLM_OMNI_SESSION_CONFIG` (a JSON object of further `session.config` fields). Which model
+writes replies to a prompt: `BEDROCK_MODEL_ID` (Strands on Bedrock); without it a prompt is
+answered by replaying the canned agent reply (offline).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Final, cast
 
+from voicestream import env as settings
 from voicestream.env import ConfigError, Env
 from voicestream.speech import UPSTREAMS, Upstream
 from voicestream.speech.upstream import UpstreamSettings, open_session
 from voicestream.speech.vllm_omni import refused_options
 from voicestream.wire.bidi import AudioFormat
-from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_DEFAULT_VOICE
-from voicestream.wire.vllm_omni import SessionConfig, SplitGranularity, TaskType, VllmOmniError
+from voicestream.wire.vllm_omni import SessionConfig, VllmOmniError
 
 from .run import SessionFactory
 from .sources import DEFAULT_SYSTEM_PROMPT, BedrockSettings, ReplayPace
 
+# `session.config` fields VLLM_OMNI_SESSION_CONFIG may set: not those with their own variable,
+# nor the streamed PCM format the client decodes.
+SESSION_CONFIG_FIELDS: Final = frozenset(spec.name for spec in dataclasses.fields(SessionConfig)) - {
+    "voice", "language", "response_format", "stream_audio",
+}  # fmt: skip
+
+
+DEFAULT_UPSTREAM: Final = cast(Upstream, settings.SPEECH_UPSTREAM.default)  # checked in __post_init__
+
 
 def _default_vllm_omni() -> SessionConfig:
-    return SessionConfig(voice=VLLM_OMNI_DEFAULT_VOICE, language="Auto")
+    return SessionConfig(voice=settings.VLLM_OMNI_VOICE.default, language=settings.VLLM_OMNI_LANGUAGE.default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,17 +48,17 @@ class SpeakConfig:
     kokoro_ws_url: str | None = None
     sagemaker_endpoint: str | None = None
     region: str | None = None
-    upstream: Upstream = "kokoro"
+    upstream: Upstream = DEFAULT_UPSTREAM
     vllm_omni_url: str | None = None
     vllm_omni: SessionConfig = field(default_factory=_default_vllm_omni)
     bedrock: BedrockSettings | None = None
     replay_pace: ReplayPace = field(default_factory=ReplayPace)
-    max_duration_s: float = 300.0
+    max_duration_s: float = settings.SPEAK_MAX_DURATION_S.default
     connect_timeout_s: float = 10.0
-    silence_timeout_s: float = 30.0
+    silence_timeout_s: float = settings.SPEAK_SILENCE_TIMEOUT_S.default
     close_timeout_s: float = 3.0
-    service: str = "voicestream-speak"
-    metrics_namespace: str = "voicestream"
+    service: str = settings.POWERTOOLS_SERVICE_NAME.default
+    metrics_namespace: str = settings.POWERTOOLS_METRICS_NAMESPACE.default
     # The HTTP/2 client of each SageMaker session (None: the SDK's awscrt one); tests put a
     # fake of SageMaker's service here, as the validate and benchmark tasks' tests do.
     sagemaker_http_client: Callable[[], Any] | None = None
@@ -120,56 +131,44 @@ class SpeakConfig:
         """The settings the environment describes (docs/configuration.md). A local stack passes
         its own `kokoro_ws_url`: replies then always go to that server, never to SageMaker."""
         env = env or Env()
-        region = env.text("AWS_REGION") or env.text("AWS_DEFAULT_REGION")
-        model_id = env.text("BEDROCK_MODEL_ID")
+        region = settings.region(env)
+        model_id = env.get(settings.BEDROCK_MODEL_ID)
         bedrock = None
         if model_id:
             bedrock = BedrockSettings(
                 model_id=model_id,
                 region=region or "us-east-1",
-                endpoint_url=env.text("BEDROCK_ENDPOINT_URL"),
-                system_prompt=env.text("SPEAK_SYSTEM_PROMPT") or DEFAULT_SYSTEM_PROMPT,
-                max_tokens=env.integer("BEDROCK_MAX_TOKENS", minimum=1) or 400,
+                system_prompt=env.get(settings.SPEAK_SYSTEM_PROMPT) or DEFAULT_SYSTEM_PROMPT,
+                max_tokens=env.get(settings.BEDROCK_MAX_TOKENS),
             )
-        upstream = env.choice("SPEECH_UPSTREAM", UPSTREAMS) or "kokoro"
-        if kokoro_ws_url:
-            upstream = "kokoro"  # a local stack speaks to its own Kokoro server
+        upstream = "kokoro" if kokoro_ws_url else env.get(settings.SPEECH_UPSTREAM)  # a local stack: its own server
         return cls(
-            kokoro_ws_url=kokoro_ws_url or env.text("KOKORO_WS_URL"),
-            sagemaker_endpoint=None if kokoro_ws_url else env.text("SAGEMAKER_ENDPOINT_NAME"),
+            kokoro_ws_url=kokoro_ws_url or env.get(settings.KOKORO_WS_URL),
+            sagemaker_endpoint=None if kokoro_ws_url else env.get(settings.SAGEMAKER_ENDPOINT_NAME),
             region=region,
-            upstream=upstream,  # type: ignore[arg-type]  # checked against UPSTREAMS by choice()
-            vllm_omni_url=None if kokoro_ws_url else env.text("VLLM_OMNI_URL"),
+            upstream=cast(Upstream, upstream),  # checked against UPSTREAMS in __post_init__
+            vllm_omni_url=None if kokoro_ws_url else env.get(settings.VLLM_OMNI_URL),
             vllm_omni=vllm_omni_config(env),
             bedrock=bedrock,
-            replay_pace=ReplayPace(
-                first_token_s=_or(env.number("REPLAY_FIRST_TOKEN_MS"), 300) / 1000,
-                tokens_per_s=_or(env.number("REPLAY_TOKENS_PER_S"), 50),
-            ),
-            max_duration_s=_or(env.number("SPEAK_MAX_DURATION_S"), 300),
-            silence_timeout_s=_or(env.number("SPEAK_SILENCE_TIMEOUT_S"), 30),
-            service=env.text("POWERTOOLS_SERVICE_NAME") or "voicestream-speak",
-            metrics_namespace=env.text("POWERTOOLS_METRICS_NAMESPACE") or "voicestream",
+            max_duration_s=env.get(settings.SPEAK_MAX_DURATION_S),
+            silence_timeout_s=env.get(settings.SPEAK_SILENCE_TIMEOUT_S),
+            service=env.get(settings.POWERTOOLS_SERVICE_NAME),
+            metrics_namespace=env.get(settings.POWERTOOLS_METRICS_NAMESPACE),
         )
 
 
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
-
-
 def vllm_omni_config(env: Env) -> SessionConfig:
-    """vLLM-Omni's `session.config` from the VLLM_OMNI_* variables (docs/configuration.md)."""
-    granularity = env.choice("VLLM_OMNI_SPLIT_GRANULARITY", get_args(SplitGranularity)) or "none"
-    task_type = env.choice("VLLM_OMNI_TASK_TYPE", get_args(TaskType))
+    """vLLM-Omni's `session.config` from VLLM_OMNI_VOICE, _LANGUAGE and _SESSION_CONFIG."""
+    name = settings.VLLM_OMNI_SESSION_CONFIG.name
+    extra = env.get(settings.VLLM_OMNI_SESSION_CONFIG)
+    unknown = sorted(set(extra) - SESSION_CONFIG_FIELDS)
+    if unknown:
+        raise ConfigError(
+            f"{name}: unknown field(s) {', '.join(unknown)}; use {', '.join(sorted(SESSION_CONFIG_FIELDS))}"
+        )
     try:
         return SessionConfig(
-            voice=env.text("VLLM_OMNI_VOICE") or VLLM_OMNI_DEFAULT_VOICE,
-            language=env.text("VLLM_OMNI_LANGUAGE") or "Auto",
-            instructions=env.text("VLLM_OMNI_INSTRUCTIONS"),
-            task_type=task_type,  # type: ignore[arg-type]  # checked by choice()
-            ref_audio=env.text("VLLM_OMNI_REF_AUDIO"),
-            ref_text=env.text("VLLM_OMNI_REF_TEXT"),
-            split_granularity=granularity,  # type: ignore[arg-type]  # checked by choice()
+            voice=env.get(settings.VLLM_OMNI_VOICE), language=env.get(settings.VLLM_OMNI_LANGUAGE), **extra
         )
     except VllmOmniError as error:
         raise ConfigError(f"VLLM_OMNI_* settings: {error.message}") from None

@@ -25,6 +25,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from voicestream.env import BEDROCK_MAX_TOKENS
 from voicestream.wire.errors import CodedError, ErrorCode
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class BedrockSettings:
     region: str
     endpoint_url: str | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_tokens: int = 400
+    max_tokens: int = BEDROCK_MAX_TOKENS.default
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
 

@@ -49,7 +49,7 @@ class Telemetry:
         self.namespace = namespace
         self.metrics = metrics
         self.logger = Logger(service=service, stream=stream)
-        self.in_lambda = Env().text("LAMBDA_TASK_ROOT") is not None
+        self.in_lambda = Env().get(env.LAMBDA_TASK_ROOT) is not None
         self.tracer = Tracer(service=service)
         # The core logs through stdlib loggers: route them through this logger's JSON handler
         # (and so its keys). One handler only: the newest app's.

@@ -91,7 +91,7 @@ def parse_sample_rate(value: Any, name: str = "sample_rate") -> int:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-server limits; each can be set by VOICESTREAM_<FIELD NAME> (voicestream.env)."""
+    """Per-server limits; those a user sets are VOICESTREAM_<FIELD NAME> (voicestream.env)."""
 
     max_text_chars: int = 2000
     max_queued: int = 16

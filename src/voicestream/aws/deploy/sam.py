@@ -13,13 +13,10 @@ from voicestream.aws.deploy.target import AwsTarget
 
 
 def sam_executable() -> str:
-    """$VOICESTREAM_SAM (the Makefile points it at .venv-sam/bin/sam), else sam on PATH."""
-    configured = env.Env().path("VOICESTREAM_SAM")
-    if configured is not None and configured.is_file():
-        return str(configured)
+    """The first sam on PATH (the Makefile puts .venv-sam/bin first)."""
     found = shutil.which("sam")
     if found is None:
-        raise DeployError("SAM CLI not found: run `make venv-sam` (and set VOICESTREAM_SAM), or install aws-sam-cli")
+        raise DeployError("SAM CLI not found on PATH: run `make venv-sam` (and `make deploy`), or install aws-sam-cli")
     return found
 
 
@@ -29,6 +26,11 @@ def run_sam(root: Path, target: AwsTarget, arguments: list[str], progress: Progr
     if target.profile:
         command += ["--profile", target.profile]
     progress(f"      $ sam {' '.join(arguments)}")
-    result = subprocess.run(command, cwd=root, env=env.child_environment({"SAM_CLI_TELEMETRY": "0"}), check=False)
+    result = subprocess.run(
+        command,
+        cwd=root,
+        env=env.child_environment({env.SAM_CLI_TELEMETRY.name: env.SAM_CLI_TELEMETRY.default}),
+        check=False,
+    )
     if result.returncode != 0:
         raise DeployError(f"`sam {arguments[0]}` failed (exit {result.returncode}); see its output above")

@@ -9,8 +9,8 @@ encoder runs once (a long piece's head first: lookahead.py), then the decoder's 
 generator run over windows of frames (windows.py), each window's audio yielded as soon as it is
 computed, with the words that start in it (word_timings.py), so first audio waits neither for
 the whole sentence's decoding nor for its encoding. The leading pad's silence is cut to
-`lead_in_frames`. `decoder_windows=None, lead_in_frames=None` gives the original graph's samples
-exactly. docs/engine.md has the design and its measurements.
+`lead_in_frames`. `OnnxStrategy(decoder_windows=None, lead_in_frames=None)` gives the original
+graph's samples exactly. docs/engine.md has the design and its measurements.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -53,11 +55,38 @@ DEFAULT_LEAD_IN_FRAMES = 4
 
 
 def window_plan(setting: DecoderWindows) -> WindowPlan | None:
-    """The plan a VOICESTREAM_DECODER_WINDOWS setting names ("off": None, whole sentences)."""
+    """The plan a `--decoder-windows` setting names ("off": None, whole sentences)."""
     if setting == "off":
         return None
     first, growth, largest = setting
     return dataclasses.replace(DEFAULT_WINDOWS, first=first, growth=growth, largest=largest)
+
+
+@dataclass(frozen=True, slots=True)
+class OnnxStrategy:
+    """How the engine streams a sentence: production's choices by default. Benchmarks and tests
+    construct an engine with a baseline strategy instead of switching a running engine's parts.
+
+    `decoder_windows=None`: whole-sentence decoding. `lookahead`: how a long piece's head is
+    encoded first (lookahead.py); None: never. `lead_in_frames`: frames of the leading silence
+    kept before a piece's first phoneme; None: all of it (the original graph's samples, with
+    `decoder_windows=None`). `pacing`: cut later windows to what the engine decodes while the
+    listener's audio plays (pacing.py); False: the plan's schedule alone. `pacing_margin`: the
+    share of that audio a window may take to decode. `spinning`: onnxruntime's busy-waiting
+    threads (split_runtime.py)."""
+
+    decoder_windows: WindowPlan | None = DEFAULT_WINDOWS
+    lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD
+    lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES
+    pacing: bool = True
+    pacing_margin: float = PACING_MARGIN
+    spinning: bool = False
+
+    def __post_init__(self) -> None:
+        checked_margin(self.pacing_margin)  # refused when the engine is made, not at its first synthesis
+
+
+PRODUCTION: Final = OnnxStrategy()
 
 
 def default_threads() -> int:
@@ -73,34 +102,19 @@ class OnnxEngine(SpeechEngine):
         model_dir: Path | None = None,
         threads: int | None = None,
         *,
-        decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
+        strategy: OnnxStrategy = PRODUCTION,
         derived_dir: Path | None = None,
-        spinning: bool = False,
-        lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD,
-        lead_in_frames: int | None = DEFAULT_LEAD_IN_FRAMES,
         g2p: G2PSettings | None = None,
-        pacing: bool = True,
-        pacing_margin: float = PACING_MARGIN,
     ) -> None:
-        """`decoder_windows=None`: whole-sentence decoding. `derived_dir`: where the split graphs
-        are derived (default: `derived/` beside the model when it holds them or is writable, else
-        voicestream's cache). `spinning`: onnxruntime's busy-waiting threads (split_runtime.py).
-        `lookahead`: how a long piece's head is encoded first (lookahead.py); None: never.
-        `lead_in_frames`: frames of the leading silence kept before a piece's first phoneme;
-        None: all of it (the original graph's samples, with `decoder_windows=None`). `g2p`: its
-        worker processes (each conversion time-bounded: g2p.py). `pacing`: cut later windows to
-        what the engine decodes while the listener's audio plays (pacing.py); False: the plan's
-        schedule alone. `pacing_margin`: the share of that audio a window may take to decode."""
+        """`strategy`: how sentences are streamed (production's by default). `derived_dir`: where
+        the split graphs are derived (default: `derived/` beside the model when it holds them or
+        is writable, else voicestream's cache). `g2p`: its worker processes (each conversion
+        time-bounded: g2p.py)."""
         super().__init__()
         self.model_dir = model_dir
         self.threads = threads or default_threads()
-        self.decoder_windows = decoder_windows
+        self.strategy = strategy
         self.derived_dir = derived_dir
-        self.spinning = spinning
-        self.lookahead = lookahead
-        self.lead_in_frames = lead_in_frames
-        self.pacing = pacing
-        self.pacing_margin = checked_margin(pacing_margin)  # refused here, not at the first synthesis
         self._decode_speed = DecodeSpeed()
         self._g2p = G2P(g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
@@ -122,7 +136,7 @@ class OnnxEngine(SpeechEngine):
         derived_dir = self.derived_dir or choose_derived_dir(assets.model.parent, source_sha256, env.cache_dir())
         graphs = split_graphs(assets.model, source_sha256, derived_dir)
         self.derived_dir = derived_dir
-        self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.spinning)
+        self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.strategy.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
@@ -168,9 +182,10 @@ class OnnxEngine(SpeechEngine):
         self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
+        strategy = self.strategy
         pace = (
-            WindowPacer(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=self.pacing_margin)
-            if self.pacing
+            WindowPacer(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=strategy.pacing_margin)
+            if strategy.pacing
             else None
         )
         for index, piece in enumerate(pieces):
@@ -179,7 +194,9 @@ class OnnxEngine(SpeechEngine):
                 continue
             style = style_table[len(ids) - 1 : len(ids)]
             # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
-            plan = for_listener(self.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
+            plan = for_listener(
+                strategy.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind
+            )
             emitted = 0
             for decoded in self._windows(ids, style, speed, plan, pace):
                 window = decoded.window
@@ -201,7 +218,7 @@ class OnnxEngine(SpeechEngine):
         # it, and the head's would be spent for nothing; likewise when the server is behind (a first
         # window of 72+ frames, which waits for a worker anyway).
         wants_head = plan is not None and plan.ahead < plan.first and not plan.behind
-        head = head_split(ids, self.lookahead) if wants_head else None
+        head = head_split(ids, self.strategy.lookahead) if wants_head else None
         if plan is None or head is None:
             features = split.encode(ids, style, speed)
             return split.windows(features, plan, self._first_frame(features), pace)
@@ -217,6 +234,7 @@ class OnnxEngine(SpeechEngine):
     def _first_frame(self, features: SentenceFeatures) -> int:
         """The first frame to emit: the leading pad's frames are silence (Kokoro predicts ~0.3-0.45 s
         of it before every sentence), of which only the last `lead_in_frames` are kept."""
-        if self.lead_in_frames is None:
+        lead_in_frames = self.strategy.lead_in_frames
+        if lead_in_frames is None:
             return 0
-        return max(0, int(features.durations[0, 0]) - self.lead_in_frames)
+        return max(0, int(features.durations[0, 0]) - lead_in_frames)
