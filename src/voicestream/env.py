@@ -339,8 +339,8 @@ RETIRED: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_BUFFERED_AUDIO_S": "`Limits(max_buffered_audio_s=...)`",
     "VOICESTREAM_PYTHON": "`PATH`: container/serve runs the first `python3` on it",
     "VOICESTREAM_SAM": "`PATH`: the deploy commands run the first `sam` on it (the Makefile puts .venv-sam's first)",
-    "REPLAY_FIRST_TOKEN_MS": "`SpeakConfig(replay_pace=Pace(first_token_s=...))` (tests and benchmarks)",
-    "REPLAY_TOKENS_PER_S": "`SpeakConfig(replay_pace=Pace(tokens_per_s=...))` (tests and benchmarks)",
+    "REPLAY_FIRST_TOKEN_MS": "`SpeakConfig(replay_pace=ReplayPace(first_token_s=...))` (tests and benchmarks)",
+    "REPLAY_TOKENS_PER_S": "`SpeakConfig(replay_pace=ReplayPace(tokens_per_s=...))` (tests and benchmarks)",
     "BEDROCK_ENDPOINT_URL": "the AWS SDK's own `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`; "
     "`BedrockSettings(endpoint_url=...)` in code",
     "VLLM_OMNI_INSTRUCTIONS": '`VLLM_OMNI_SESSION_CONFIG` `{"instructions": ...}`',

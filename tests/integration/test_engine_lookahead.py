@@ -148,7 +148,7 @@ def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: O
     # The gate (1 dB) holds over the sentences, not for each: a sentence has only 4-7 seams, so one
     # seam moves its mean by tenths of a dB either way, with where the seams fall (measured: plain
     # -0.13 and 0.95 dB on two of them, the lookahead 0.52 on both; over 81 sentences the default
-    # plan is past 1 dB on 18 of them and the plan before it on 27: docs/engine.md).
+    # plan is past 1 dB on 18 of them and the plan before it on 27: docs/engine-evidence.md).
     assert float(np.mean(head_excess)) <= MAX_SEAM_EXCESS_DB
     assert float(np.mean(head_excess)) <= float(np.mean(plain_excess)) + 0.25
 

@@ -7,7 +7,7 @@ Real Kokoro-82M int8 model. The gate (see tests/support/seams.py and docs/engine
   frames reproduce it exactly (SNR > 100 dB: float32 rounding), and cutting either context
   short falls below 45 dB;
 - carried statistics: windows whose norms carry the statistics of the windows before them
-  (kokoro_split.py) come nearer the whole-sentence audio with less context than windows
+  (engine/onnx/graphs.py) come nearer the whole-sentence audio with less context than windows
   normalised on their own do with the full context, and nearer still than windows normalised on
   their own with that same shorter context;
 - seams of the engine's real output: no step beyond the signal's own neighbourhood, and seam
@@ -412,7 +412,8 @@ def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(
     """The reference is the original model's output (whole sentence, leading silence kept).
     Whisper tiny.en flips a word or two on some sentences between renderings that differ
     inaudibly: the leading silence's length alone changes 2 of these 15 sentences' transcripts
-    (docs/engine.md), so this gate is sensitive to any change of the rendering, not only to seams."""
+    (docs/engine-evidence.md, "Quality gate"), so this gate is sensitive to any change of the
+    rendering, not only to seams."""
     results: list[tuple[str, float, float, float, float]] = []
     for sentence in [*bench_sentences(), *LONG_SENTENCES]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])

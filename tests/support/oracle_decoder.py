@@ -43,7 +43,7 @@ class OracleStage:
 
         model = onnx.load(str(graph))
         inputs = [value.name for value in model.graph.input]
-        # The generator's carried norm statistics (kokoro_split.py) carry nothing here: each norm
+        # The generator's carried norm statistics (engine/onnx/graphs.py) carry nothing here: each norm
         # computes its own, which the recording records and the replay replaces.
         self._fixed = no_carried_statistics(inputs)
         means = [node.output[0] for node in model.graph.node if node.op_type == "ReduceMean"]

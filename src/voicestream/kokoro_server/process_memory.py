@@ -6,7 +6,7 @@ rises to its size (up to 32 MiB), so from then on the decoder's per-window tenso
 audio arrays (hundreds of KiB to tens of MiB, allocated and freed by every synthesis, in
 several threads) come from the heaps instead, where freed memory stays in the process unless
 it happens to lie at a heap's top. Measured on a 300-session soak of the real server
-(benchmarks/soak.py, docs/engine.md): idle RSS 386 → 472 MiB (+22%) with glibc's default,
+(benchmarks/soak.py, docs/engine-evidence.md): idle RSS 386 → 472 MiB (+22%) with glibc's default,
 234 → 243 MiB (+4%) with the thresholds fixed as below: lower and flat.
 
 Fixing both thresholds (which turns the dynamic adjustment off, as mallopt(3) documents) makes
@@ -55,7 +55,7 @@ def release_freed_memory() -> None:
     The thresholds above return large blocks on free; what they cannot return is the free
     space between live small blocks that many syntheses leave in the heaps (one heap per
     thread): over a 1,000-session soak, idle RSS still crept up by ~7% from that alone, and
-    a trim when idle brought it back every time (benchmarks/soak.py, docs/engine.md). A trim
+    a trim when idle brought it back every time (benchmarks/soak.py, docs/engine-evidence.md). A trim
     costs ~35 ms after 275 MiB of scattered frees, well under 1 ms when there is little to
     return: call it when the process is idle, never on a latency path."""
     libc = _glibc()

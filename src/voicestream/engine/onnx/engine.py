@@ -4,13 +4,13 @@ The graph takes `tokens` int64 [1, N+2] (phoneme ids wrapped in pad 0s), `style`
 [1, 256] (the voice's row N-1: Kokoro voices hold one style vector per input length) and
 `speed` float32 [1]; it returns float32 audio at 24 kHz.
 
-The graph runs as three derived graphs (kokoro_split.py): per phoneme piece (<= 510 phonemes) the
+The graph runs as three derived graphs (graphs.py): per phoneme piece (<= 510 phonemes) the
 encoder runs once (a long piece's head first: lookahead.py), then the decoder's frontend and
 generator run over windows of frames (windows.py), each window's audio yielded as soon as it is
 computed, with the words that start in it (word_timings.py), so first audio waits neither for
 the whole sentence's decoding nor for its encoding. The leading pad's silence is cut to
 `lead_in_frames`. `OnnxStrategy(decoder_windows=None, lead_in_frames=None)` gives the original
-graph's samples exactly. docs/engine.md has the design and its measurements.
+graph's samples exactly. docs/engine.md has the design, docs/engine-evidence.md its measurements.
 """
 
 from __future__ import annotations
@@ -214,9 +214,10 @@ class OnnxEngine(SpeechEngine):
         without the leading silence beyond `lead_in_frames`."""
         split = self.split
         # The head is encoded first for the first audio's sake. With a first window's worth of audio
-        # (300 ms) still playing, the whole piece's encoding (~110 ms for 50 words on 2 cores) fits in
-        # it, and the head's would be spent for nothing; likewise when the server is behind (a first
-        # window of 72+ frames, which waits for a worker anyway).
+        # (300 ms) still playing, the whole piece's encoding (a fraction of that even at 50 words:
+        # docs/engine-evidence.md, "Lookahead") fits in it, and the head's would be spent for
+        # nothing; likewise when the server is behind (a first window of 72+ frames, which waits for
+        # a worker anyway).
         wants_head = plan is not None and plan.ahead < plan.first and not plan.behind
         head = head_split(ids, self.strategy.lookahead) if wants_head else None
         if plan is None or head is None:

@@ -37,8 +37,8 @@ floating point), which the derivation proves.
 
 One frame is 600 samples (25 ms at 24 kHz). The receptive fields (frames each side) were
 measured with each stage's whole-sentence normalisation statistics fed in
-(tests/support/oracle_decoder.py): frontend 10 (8 leaves 42 dB), generator 6 (5 leaves 51 dB,
-4 leaves 34 dB); see docs/engine.md.
+(tests/support/oracle_decoder.py): frontend 10, generator 6 (fewer frames fall well short of
+float32 rounding: docs/engine-evidence.md, "The cut").
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ and the decoder windows around it see both sides, like any other seam.
 
 What it costs: the head's encoder run (a short sentence's) once per long piece; what it changes:
 the head's words get durations and pitch from a shorter context than the whole sentence's (they
-were measured close: docs/engine.md), so a long sentence does not sound exactly as it would
-encoded whole. `OnnxEngine(strategy=OnnxStrategy(lookahead=None))` turns it off.
+were measured close: docs/engine-evidence.md, "Lookahead"), so a long sentence does not sound
+exactly as it would encoded whole. `OnnxEngine(strategy=OnnxStrategy(lookahead=None))` turns it off.
 
 Pure arithmetic and numpy: the engine runs the encoder.
 """

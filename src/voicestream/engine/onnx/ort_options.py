@@ -1,16 +1,15 @@
 """How the ONNX engine sets up onnxruntime's memory: the arena, and when it gives memory back.
 
 onnxruntime's CPU arena keeps every block it ever allocated: one long input (a ~500-phoneme
-piece needs ~0.7 GB of intermediate tensors in the decoder) raised the process's RSS for good
-(420 → 670 MB in the issue). Measured on the real model (benchmarks/memory.py,
-benchmarks/results/memory.json), after three 503-phoneme inputs:
+piece needs most of a gigabyte of intermediate tensors in the decoder) raised the process's RSS
+for good. Measured on the real model (benchmarks/memory.py; the numbers: docs/engine-evidence.md,
+"Why these sizes", and benchmarks/REPORT.md):
 
-- default arena: +863 MiB kept for good;
+- default arena: most of that kept for good;
 - no arena (`enable_cpu_mem_arena = False`): RSS returns, but every run pays malloc for
-  each tensor: a medium sentence 1.2x slower;
-- arena with shrinkage after each run (the run option below): +1 MiB kept, and the speed is
-  unchanged (x1.00 on a medium sentence, x1.04 on the long input, paired in one process): the
-  arena's blocks are reused within a run, and released when it ends.
+  each tensor: noticeably slower;
+- arena with shrinkage after each run (the run option below): next to nothing kept and the speed
+  unchanged: the arena's blocks are reused within a run, and released when it ends.
 
 So: keep the arena, shrink it after every run. The option is documented in onnxruntime's
 `onnxruntime_run_options_config_keys.h` (kOrtRunOptionsConfigEnableMemoryArenaShrinkage).

@@ -65,7 +65,7 @@ class SentenceFeatures:
 
 @dataclass(frozen=True, slots=True)
 class NormStatistics:
-    """The generator's instance-norm statistics over a sentence's windows so far (kokoro_split.py),
+    """The generator's instance-norm statistics over a sentence's windows so far (graphs.py),
     keyed by the generator inputs that carry them, and how many frames they were taken over."""
 
     values: dict[str, npt.NDArray[np.float32]]
@@ -94,14 +94,13 @@ class OnnxSplitRuntime:
     def __init__(self, graphs: DerivedGraphs, threads: int, *, spinning: bool = False) -> None:
         """`spinning`: let idle inference threads busy-wait for work (onnxruntime's default). Off
         here: a window is a short run with many parallel sections, and a spinning thread burns a
-        core that the other thread, or another synthesis, needs; on a shared 2-core machine
-        spinning made windowed decoding 20% slower than whole sentences, without it they break
-        even (docs/engine.md).
+        core that the other thread, or another synthesis, needs: on a shared 2-core machine
+        spinning made windowed decoding slower than whole sentences, without it they break even
+        (docs/engine-evidence.md, "Why these sizes").
 
         Every run gives the arena's free blocks back when it ends (ort_options.py). Windows too:
-        keeping their blocks was 4-5% faster and, under the server's heap policy
-        (process_memory.py), flat over a soak, but it holds ~190 MiB more for good: two windows'
-        worth of decoder tensors (docs/engine.md)."""
+        keeping their blocks was a little faster, but holds two windows' worth of decoder tensors
+        for good (docs/engine-evidence.md, "Why these sizes")."""
         import onnxruntime
 
         options = session_options(onnxruntime, threads)

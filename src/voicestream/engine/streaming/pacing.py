@@ -1,11 +1,11 @@
 """Decoder windows paced by the engine's speed: no later window outlasts the listener's audio.
 
-The window schedule (windows.py) doubles each core, which keeps a listener in audio when the
-generator decodes a frame in under ~0.3 of the frame's duration: the AMD EPYC development host
-does 0.20 on 2 threads. An Intel Xeon host of the same size does ~0.36 (docs/engine.md, "Machine
-classes"): there the second window (24 frames and 16 of context) took 356 ms while the first
-window's 300 ms played, and the window after a long sentence's lookahead join (lookahead.py)
-outlasted what the head had buffered by 200-350 ms: the listener heard the stream stop.
+The window schedule (windows.py) doubles each core, which keeps a listener in audio only while
+the generator decodes a frame well under the frame's duration. Not every host of the same size is
+that fast (docs/engine.md, "Machine classes"): on a slower one the second window outlasts the
+first window's audio, and the window after a long sentence's lookahead join (lookahead.py)
+outlasts what the head had buffered: the listener hears the stream stop (timelines and numbers:
+docs/engine-evidence.md, "Pacing").
 
 So before each window after the first, the schedule's size is cut to what the engine, at the
 speed it measured on its recent runs, decodes within `MARGIN` of the audio the listener has yet
@@ -13,9 +13,9 @@ to hear. Never below the first window's size; not at all when even a first-size 
 slower than it plays (smaller windows would only add context, and the listener falls behind
 either way), nor when the server is behind (windows.py, `behind`), nor once the listener has
 run dry during the call: then windows wait for workers busy with other sessions, and larger
-windows, which cost less, are the remedy (without this rule, 4 sessions on the Intel host heard
-longer silences paced than on the schedule alone: docs/engine.md, "Pacing"). On a machine fast
-enough for the schedule nothing changes.
+windows, which cost less, are the remedy (without this rule, a loaded server's listeners heard
+longer silences paced than on the schedule alone: docs/engine-evidence.md, "Pacing"). On a
+machine fast enough for the schedule nothing changes.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from typing import Final
 
 from voicestream.engine.streaming.windows import WindowPlan
 
-# Share of the audio ahead a window may take to decode: runs vary by ~10% on a quiet 2-core
-# machine, and the window's audio must also reach the listener. Swept on the Intel host, paired in
-# one run (benchmarks/results/first_audio_length_margins.json): 0.6-0.9 never left a listener
-# waiting and 1.0 did (4-7 ms at 5 words); compute over whole-sentence decoding 1.21, 1.18, 1.16,
-# 1.10, 1.10 at 0.6, 0.7, 0.8, 0.9, 1.0: the largest margin without a stall is the cheapest.
+# Share of the audio ahead a window may take to decode: runs vary from one to the next, and the
+# window's audio must also reach the listener. A smaller margin cuts windows smaller than needed,
+# and every cut adds a seam's context: the largest margin that never left a listener waiting is
+# the cheapest (swept, with its numbers: docs/engine-evidence.md, "Pacing").
 MARGIN: Final = 0.9
 
 
@@ -112,7 +111,7 @@ class WindowPacer:
         """For windows.cores, over one piece's windows: each scheduled size cut to what the
         listener's audio leaves time for. After a cut the schedule grows again from the cut size,
         each window at most `growth` times the one before: a window 2.6 times its neighbour's
-        size failed the seam gate (docs/engine.md, "Pacing")."""
+        size failed the seam gate (docs/engine-evidence.md, "Pacing")."""
         regrowing_from: int | None = None  # the last size below the schedule's
 
         def paced(scheduled: int) -> int:

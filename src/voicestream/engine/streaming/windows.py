@@ -2,7 +2,7 @@
 
 A sentence of N frames is decoded in windows: a small first one (its audio is the first audio
 a listener hears) and larger later ones (fewer runs, less context recomputed). Each window's
-*core* frames are the audio it contributes. The decoder runs in two stages (kokoro_split.py),
+*core* frames are the audio it contributes. The decoder runs in two stages (onnx/graphs.py),
 each with its own reach: the generator computes `context` extra frames on each side of the
 core (its *span*), and the frontend, which feeds it, `frontend_context` more on each side of
 that span (its *frontend span*), all clipped at the sentence's ends. The context's audio is
@@ -29,10 +29,9 @@ class WindowPlan:
 
     first: int = 12  # frames of the first window's core: sets the first audio's latency
     # Each later core is `growth` times the one before, up to `largest` frames. Fewer windows pay
-    # the context below fewer times (RTF vs whole-sentence decoding, one quiet run: 12,1.5,96
-    # 1.26x, 12,2,144 1.16x, 12,2,192 1.12x), but 192-frame windows next to 96-frame ones failed
-    # the seam gate (1.2-1.4 dB excess, tests/integration/test_engine_lookahead.py); 144 passes
-    # with every sentence at most 0.72 dB (docs/engine.md).
+    # the context below fewer times, but windows much longer than their neighbours failed the seam
+    # gate (tests/integration/test_engine_lookahead.py): 144 passes, 192 did not (docs/engine.md,
+    # "Why these sizes"; the numbers: docs/engine-evidence.md).
     growth: float = 2.0
     largest: int = 144
     # Generator frames computed on each side of a core. Its receptive field is 6 frames, but
@@ -41,7 +40,7 @@ class WindowPlan:
     # as the whole-sentence decode does (docs/engine.md, "Quality gate").
     context: int = 12
     # Generator frames on each side of every core after the first, for a decoder that carries its
-    # norms' statistics from window to window (the ONNX engine: kokoro_split.py): those windows
+    # norms' statistics from window to window (the ONNX engine: onnx/graphs.py): those windows
     # normalise nearly as the whole sentence does, and need less context than a window
     # normalising on its own. 8 on the ONNX engine: 6 (the receptive field) let a short
     # sentence's second window drift ("We will meet at noon." heard as "We will meet it now");
