@@ -57,6 +57,8 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_CONNECTIONS": (
         "open HTTP connections before new requests get 503 (default 256; WebSocket sessions: VOICESTREAM_MAX_SESSIONS)"
     ),
+    "VOICESTREAM_METRICS_ENDPOINT": "endpoint name: log open sessions every 10 s as a CloudWatch EMF line with this "
+    "EndpointName dimension (unset: no metric lines; the template sets it on SageMaker)",
     "XDG_CACHE_HOME": "where the default model directory lives (default ~/.cache)",
     # the session and request limits (wire.bidi.Limits), each named after its field
     "VOICESTREAM_MAX_TEXT_CHARS": "characters per synthesis request (default 2000)",

@@ -30,6 +30,7 @@ from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
+from voicestream.kokoro_server.session_metrics import reporter_from_env
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
 from voicestream.wire.errors import ErrorCode, ErrorMessage
 from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
@@ -78,13 +79,18 @@ def create_app(
     """The server app. `engine` may be an engine or a factory; either way it is loaded and
     warmed up in the background after startup, while /ping answers 503."""
     runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text)
+    metrics = reporter_from_env(lambda: runtime.stats.sessions_active, runtime.limits.max_sessions)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         loading = asyncio.create_task(runtime.start(), name="voicestream-engine-load")
+        if metrics is not None:
+            metrics.start()
         try:
             yield
         finally:
+            if metrics is not None:
+                metrics.stop()
             loading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loading
@@ -102,4 +108,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.session_metrics = metrics
     return app
