@@ -109,7 +109,7 @@ def require_cached_base(stack: Stack) -> None:
             "per IP (CodeBuild shares IPs: `toomanyrequests`). Store a Docker Hub access token in Secrets Manager "
             'as {"username": ..., "accessToken": ...} under a name starting ecr-pullthroughcache/, set the '
             "template parameter DockerHubCredentialsSecretArn to its ARN (samconfig.toml parameter_overrides) and "
-            "deploy again; or build locally with Docker and buildx (--builder docker); docs/deploy.md, \"Image build\""
+            'deploy again; or build locally with Docker and buildx (--builder docker); docs/deploy.md, "Image build"'
         )
 
 
