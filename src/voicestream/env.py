@@ -201,6 +201,12 @@ MAX_CONNECTIONS: Final[Setting[int]] = declare(
     "are capped by `VOICESTREAM_MAX_SESSIONS`", "server",
 )  # fmt: skip
 
+METRICS_ENDPOINT: Final[Setting[str | None]] = declare(
+    "VOICESTREAM_METRICS_ENDPOINT", text, None,
+    "endpoint name: log open sessions every 10 s as a CloudWatch EMF line with this EndpointName "
+    "dimension (the template sets it on SageMaker)", "server",
+    set_by="deployment", shown_default="unset: no metric lines",
+)  # fmt: skip
 ALLOWED_ORIGINS: Final[Setting[str | None]] = declare(
     "VOICESTREAM_ALLOWED_ORIGINS", text, None,
     "web page origins (`scheme://host[:port]`, comma-separated) whose WebSocket handshakes the server "

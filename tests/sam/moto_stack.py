@@ -12,7 +12,8 @@ through Fn::Sub (moto ignores them).
 moto's CloudFormation puts state machines in the Step Functions backend that does not execute
 (docs/platform-facts.md#sam); `make_executable` copies them, same name and definition, into the one that does.
 On a stack update, moto "updates" resources whose Condition is false (it never created them, and
-crashes resolving them); `create_stack` installs a bridge that leaves them alone, as CloudFormation does.
+crashes resolving them), and drops those of a type it cannot update (log groups); `create_stack`
+installs a bridge that leaves both alone, as CloudFormation does.
 What moto creates is otherwise exactly what the template says.
 """
 
@@ -82,6 +83,9 @@ def prune_for_moto(template: dict[str, Any]) -> dict[str, Any]:
             for variant in resource["Properties"]["ProductionVariants"]:
                 if variant.get("InstanceType") == {"Ref": "InstanceType"}:
                     variant["InstanceType"] = {"Fn::If": ["CpuInstance", "ml.c5.xlarge", {"Ref": "InstanceType"}]}
+                # Qwen3-TTS's types (g5, g6, g6e: bfloat16) are all outside moto's enum.
+                if variant.get("InstanceType") == {"Ref": "Qwen3InstanceType"}:
+                    variant["InstanceType"] = "ml.g4dn.xlarge"
         if resource["Type"] == "AWS::Lambda::Function":
             # moto drops layers it did not publish, and its stack update breaks on a layer Ref.
             resource["Properties"].pop("Layers", None)
@@ -157,7 +161,12 @@ def skip_false_conditions_on_update() -> None:
         condition = resource_json.get("Condition")
         if condition and not resources_map.lazy_condition_map[condition]:
             return None
-        return update(logical_id, resource_json, resources_map, **kwargs)
+        updated = update(logical_id, resource_json, resources_map, **kwargs)
+        if updated is None:
+            # A type moto cannot update (a log group): moto would drop it from the stack, and a
+            # later GetAtt of it fails; CloudFormation updates it in place, so it stays.
+            return resources_map._parsed_resources.get(logical_id)
+        return updated
 
     bridged.skips_false_conditions = True  # type: ignore[attr-defined]
     parsing.parse_and_update_resource = bridged  # type: ignore[assignment]

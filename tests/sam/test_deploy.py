@@ -31,6 +31,7 @@ from tests.sam.moto_stack import create_stack, make_executable
 from tests.statemachines.conftest import ACCOUNT, LambdaRouter, load_handler_module
 from tests.statemachines.test_deploy_validate import sagemaker_in_front_of
 from tests.support.server import LiveServer
+from voicestream.aws.deploy.bedrock import check_agent_model, configured_model
 from voicestream.aws.deploy.commands import (
     Settings,
     deploy,
@@ -296,6 +297,19 @@ def test_without_buildx_auto_uses_codebuild_and_docker_is_refused(
         ensure_image(connect(region=REGION), deployed, build_context(REPO), "docker", Lines())
 
 
+def test_codebuild_is_refused_while_its_base_image_would_come_anonymously_from_docker_hub(
+    stack: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No buildx here, so auto falls back to CodeBuild; the stack has no Docker Hub secret.
+    monkeypatch.setenv("PATH", f"{docker_stand_in(tmp_path, buildx=False)}:{os.environ['PATH']}")
+    assert stack["BaseImagePull"] == "docker-hub-anonymous"
+    deployed = require_stack(connect(region=REGION), STACK)
+    for builder in ("auto", "codebuild"):
+        with pytest.raises(DeployError, match=r"anonymously.*DockerHubCredentialsSecretArn.*--builder docker"):
+            ensure_image(connect(region=REGION), deployed, build_context(REPO), builder, Lines())
+    assert boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=stack["ModelBucketName"])["KeyCount"] == 0
+
+
 def test_codebuild_runs_the_same_buildx_command(transform: Transform) -> None:
     project = transform()["Resources"]["ImageBuildProject"]["Properties"]
     command = " ".join(buildx_command('"$REPOSITORY_URI:$IMAGE_TAG"', base_registry="$BASE_REGISTRY"))
@@ -325,6 +339,54 @@ def test_endpoint_is_created_by_a_parameter_update_once(stack: dict[str, str]) -
     again = Lines()
     ensure_endpoint(cfn, updated, "ctx-0123", "kokoro-82m/f3ff3571791e/", again)
     assert any("already set" in line for line in again)
+
+
+def test_a_speech_model_switch_on_a_live_stack_is_refused_before_sam_runs(
+    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    first = describe(cfn, STACK)
+    assert first is not None
+    ensure_endpoint(cfn, first, "ctx-0123", "kokoro-82m/f3ff3571791e/", Lines())
+    monkeypatch.setenv("VOICESTREAM_SAM", "/nonexistent/sam")  # reaching SAM would fail otherwise
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    settings = Settings(stack_name=STACK, root=REPO, region=REGION, speech_model="qwen3-tts", validate=False)
+    with pytest.raises(DeployError) as refused:
+        deploy(settings, Lines())
+    message = str(refused.value)
+    assert "serves kokoro on a live endpoint" in message and "instance type of its auto-scaled variant" in message
+    assert f"voicestream destroy --stack-name {STACK}" in message and "--stack-name <another>" in message
+    after = describe(cfn, STACK)
+    assert after is not None and after.outputs["SpeechModel"] == "kokoro" and after.status == "UPDATE_COMPLETE"
+
+
+def test_a_speech_model_switch_before_any_endpoint_goes_on_to_sam(
+    stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VOICESTREAM_SAM", "/nonexistent/sam")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    settings = Settings(stack_name=STACK, root=REPO, region=REGION, speech_model="qwen3-tts", validate=False)
+    with pytest.raises(DeployError, match="SAM CLI not found"):  # past the checks: SAM's turn
+        deploy(settings, Lines())
+
+
+def test_a_region_without_the_default_agent_model_stops_before_sam(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICESTREAM_SAM", "/nonexistent/sam")
+    with pytest.raises(DeployError, match=r"no profile for region ca-central-1: set BedrockModelId"):
+        deploy(Settings(stack_name=STACK, root=REPO, region="ca-central-1", validate=False), Lines())
+
+
+def test_the_agent_model_comes_from_samconfig_the_stack_or_the_region(tmp_path: Path) -> None:
+    assert configured_model(REPO) == ""  # the shipped samconfig.toml leaves the default
+    assert check_agent_model("eu-west-1", tmp_path, None) == "eu.amazon.nova-lite-v1:0"
+    assert check_agent_model("ap-south-1", tmp_path, None) == "apac.amazon.nova-lite-v1:0"
+    assert check_agent_model("ca-central-1", tmp_path, {"BedrockModelId": "amazon.nova-lite-v1:0"}) == (
+        "amazon.nova-lite-v1:0"
+    )
+    (tmp_path / "samconfig.toml").write_text(
+        '[default.deploy.parameters]\nparameter_overrides = "InstanceType=ml.g5.xlarge BedrockModelId=my.model-v1:0"\n'
+    )
+    assert check_agent_model("ca-central-1", tmp_path, {"BedrockModelId": ""}) == "my.model-v1:0"
 
 
 def test_validate_needs_an_endpoint(stack: dict[str, str]) -> None:
@@ -473,7 +535,7 @@ def test_deploy_after_the_stack_is_resumable(stack: dict[str, str], hub: FakeHub
 def test_deploy_of_qwen3_tts_builds_and_uploads_nothing(aws: None, transform: Transform, tmp_path: Path) -> None:
     """SpeechModel=qwen3-tts: the stack holds the endpoint already (AWS's vLLM-Omni image, the
     model from the Hub), so deploy's steps are the stack and its outputs only."""
-    parameters = {"SpeechModel": "qwen3-tts", "Qwen3InstanceType": "ml.g4dn.xlarge"}
+    parameters = {"SpeechModel": "qwen3-tts"}
     created = create_stack(
         boto3.client("cloudformation", region_name=REGION), boto3.client("s3", region_name=REGION),
         STACK, transform(**parameters), parameters,

@@ -24,14 +24,16 @@ from tests.sam.conftest import REGION, REPO, TEMPLATE, Transform, load_template
 from tests.sam.moto_stack import CONTEXT_TOKEN, create_stack
 from tests.support.iam.actions import access_level, resource_level
 from tests.support.iam.stack import Stack
+from voicestream.aws.deploy.bedrock import AGENT_MODELS
 from voicestream.env import VARIABLES, Env
+from voicestream.kokoro_server.session_metrics import METRIC, NAMESPACE
 from voicestream.speak.config import SpeakConfig
 
 ENDPOINT = {"ImageTag": "0123abcd", "ModelDataPrefix": "kokoro-82m/f3ff3571/"}
 # moto's enum check rejects ml.g5 instance types (docs/platform-facts.md#sam); the template allows g4dn too.
 MOTO_ENDPOINT = {**ENDPOINT, "InstanceType": "ml.g4dn.xlarge"}
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
-LWA_LAYER = "arn:${AWS::Partition}:lambda:${AWS::Region}:753240598075:layer:LambdaAdapterLayerX86:26"
+LWA_LAYER = "arn:${AWS::Partition}:lambda:${AWS::Region}:753240598075:layer:LambdaAdapterLayerX86:28"
 # What every state machine role holds for its execution logs and X-Ray traces.
 MACHINE_OBSERVABILITY = {
     "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
@@ -81,6 +83,10 @@ def resolve(template: dict[str, Any], node: Any, parameters: dict[str, str]) -> 
     if isinstance(node, dict) and set(node) == {"Fn::If"}:
         name, then, otherwise = node["Fn::If"]
         return resolve(template, then if conditions(template, parameters)[name] else otherwise, parameters)
+    if isinstance(node, dict) and set(node) == {"Fn::FindInMap"}:
+        region = {"AWS::Region": REGION}
+        mapping, first, second = (resolve(template, part, {**parameters, **region}) for part in node["Fn::FindInMap"])
+        return template["Mappings"][mapping][first][second]
     return node
 
 
@@ -179,12 +185,34 @@ def test_speak_may_open_sessions_on_this_endpoint_only(transform: Transform) -> 
     model_statements = statement_for(statements, "bedrock:InvokeModelWithResponseStream")
     direct = [s for s in model_statements if "Condition" not in s]
     assert [sub_text(r) for s in direct for r in s["Resource"]] == [
-        "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}",
-        "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/${BedrockModelId}",
+        "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${AgentModel}",
+        "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/${AgentModel}",
     ]
     (via_profile,) = [s for s in model_statements if "Condition" in s]
     condition = via_profile["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"]
-    assert sub_text(condition).endswith(":inference-profile/${BedrockModelId}")
+    assert sub_text(condition).endswith(":inference-profile/${AgentModel}")
+    # The model the grants name is the one the function calls: BedrockModelId, or the region's default.
+    model = speak_model_expression(transform())
+    for sub in [r for s in direct for r in s["Resource"]] + [condition]:
+        assert sub["Fn::Sub"][1] == {"AgentModel": model}
+
+
+def speak_model_expression(template: dict[str, Any]) -> Any:
+    return template["Resources"]["SpeakFunction"]["Properties"]["Environment"]["Variables"]["BEDROCK_MODEL_ID"]
+
+
+def test_the_default_agent_model_follows_the_region(transform: Transform) -> None:
+    template = transform()
+    assert template["Parameters"]["BedrockModelId"]["Default"] == ""
+    assert speak_model_expression(template) == {
+        "Fn::If": ["DefaultBedrockModel", {"Fn::FindInMap": ["BedrockAgentModel", {"Ref": "AWS::Region"}, "Id"]},
+                   {"Ref": "BedrockModelId"}]
+    }  # fmt: skip
+    mapping = {region: row["Id"] for region, row in template["Mappings"]["BedrockAgentModel"].items()}
+    assert mapping == AGENT_MODELS  # what `voicestream deploy` checks before SAM runs
+    for region, model in mapping.items():
+        prefix = {"us": "us.", "eu": "eu.", "ap": "apac."}[region.split("-")[0]]
+        assert model == prefix + "amazon.nova-lite-v1:0"
 
 
 def test_task_roles_hold_only_what_their_steps_call(transform: Transform) -> None:
@@ -223,7 +251,9 @@ def test_task_roles_hold_only_what_their_steps_call(transform: Transform) -> Non
         "Fn::GetAtt": ["ValidateFunction", "Arn"]
     }
     benchmark = role_statements(template, "BenchmarkStateMachineRole")
-    assert actions(benchmark) - MACHINE_OBSERVABILITY == {"lambda:InvokeFunction", "s3:PutObject"}
+    assert actions(benchmark) - MACHINE_OBSERVABILITY == {
+        "lambda:InvokeFunction", "s3:PutObject", "cloudwatch:GetMetricData",
+    }  # fmt: skip
     assert sub_text(statement_for(benchmark, "s3:PutObject")[0]["Resource"]) == "${ResultsBucket.Arn}/benchmarks/*"
     build = plain_statements(template, "ImageBuildRole")
     push = {"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
@@ -302,7 +332,7 @@ def test_speak_environment_configures_the_app(transform: Transform) -> None:
     config = SpeakConfig.from_env(Env({**resolved, "AWS_REGION": REGION}))  # Lambda sets AWS_REGION
     assert config.upstream == "kokoro"
     assert config.sagemaker_endpoint == defaults["EndpointName"] and config.kokoro_ws_url is None
-    assert config.bedrock is not None and config.bedrock.model_id == defaults["BedrockModelId"]
+    assert config.bedrock is not None and config.bedrock.model_id == AGENT_MODELS[REGION]
     assert (config.service, config.metrics_namespace) == ("speak", "voicestream")  # the alarms' dimensions
 
 
@@ -496,8 +526,9 @@ def test_gpu_variants_get_a_cuda12_driver_and_ask_for_cuda(transform: Transform,
         template["Resources"]["DeployValidateStateMachine"]["Properties"]["DefinitionSubstitutions"]
     )
     if gpu:
-        # The default AMI of ml.g5/g4dn has NVIDIA driver 470 (CUDA 11.4): CUDA 12 torch sees no GPU.
-        assert variant["InferenceAmiVersion"] == "al2-ami-sagemaker-inference-gpu-3-1"
+        # The AMI with the bidirectional-streaming sidecar and driver 580 (CUDA 12.8 and 13 run);
+        # the default AMI of ml.g5/g4dn has driver 470 (CUDA 11.4): CUDA 12 torch sees no GPU.
+        assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
         assert environment["VOICESTREAM_DEVICE"] == substitutions["ExpectedDevice"] == "cuda"
     else:
         assert "InferenceAmiVersion" not in variant
@@ -507,7 +538,7 @@ def test_gpu_variants_get_a_cuda12_driver_and_ask_for_cuda(transform: Transform,
 def test_the_ami_version_is_one_sagemaker_knows() -> None:
     model = botocore.session.get_session().get_service_model("sagemaker")
     shape = model.shape_for("ProductionVariantInferenceAmiVersion")
-    assert "al2-ami-sagemaker-inference-gpu-3-1" in shape.enum
+    assert "al2023-ami-sagemaker-inference-gpu-4-1" in shape.enum
 
 
 def test_endpoint_updates_keep_the_scaled_instance_count(transform: Transform) -> None:
@@ -518,7 +549,13 @@ def test_endpoint_updates_keep_the_scaled_instance_count(transform: Transform) -
 def test_speak_replies_are_bounded_in_number_time_and_tokens(transform: Transform) -> None:
     template = transform()
     speak = template["Resources"]["SpeakFunction"]["Properties"]
-    assert speak["ReservedConcurrentExecutions"] == {"Ref": "SpeakReservedConcurrency"}
+    # 0, the default, reserves nothing: a reservation fails on accounts under 100 + it unreserved.
+    assert speak["ReservedConcurrentExecutions"] == {
+        "Fn::If": ["SpeakConcurrencyReserved", {"Ref": "SpeakReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert template["Parameters"]["SpeakReservedConcurrency"]["Default"] == 0
+    assert not conditions(template, {})["SpeakConcurrencyReserved"]
+    assert conditions(template, {"SpeakReservedConcurrency": "32"})["SpeakConcurrencyReserved"]
     variables = speak["Environment"]["Variables"]
     assert variables["SPEAK_MAX_DURATION_S"] == {"Ref": "SpeakMaxReplySeconds"}
     assert variables["BEDROCK_MAX_TOKENS"] == {"Ref": "AgentMaxTokens"}
@@ -548,7 +585,7 @@ def test_alarms_notify_the_topic_when_one_is_given(transform: Transform, topic: 
     template = transform(**ENDPOINT, AlarmTopicArn=topic)
     stack = Stack(TEMPLATE, template, {**ENDPOINT, "AlarmTopicArn": topic})
     alarms = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
-    assert len(alarms) == 5
+    assert len(alarms) == 7
     for alarm in alarms:
         properties = stack.render(alarm["Properties"])
         expected = [topic] if topic else None
@@ -607,3 +644,102 @@ def test_rules_refuse_inconsistent_parameters(
         assert failed == []
     else:
         assert failed and all(refusal in description for description in failed), failed
+
+
+# ------------------------------------------------ first real deploy (issue 31)
+def task_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every Task state of an ASL States map, inside Map and Parallel states too."""
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            yield name, state
+        for inner in [state.get("ItemProcessor") or state.get("Iterator"), *state.get("Branches", [])]:
+            if inner:
+                yield from task_states(inner["States"])
+
+
+def test_each_function_outlives_the_task_that_waits_for_it(transform: Transform) -> None:
+    """A function cut off by its own timeout before its Task's TimeoutSeconds loses its report
+    (ValidateFunction had the Globals' 300 s under a 900 s task)."""
+    resources = transform()["Resources"]  # the functions' timeouts, Globals applied
+    source = load_template()["Resources"]  # the machines' ASL files and substitutions
+    checked = []
+    for machine in [r for r in source.values() if r["Type"] == "AWS::Serverless::StateMachine"]:
+        path = REPO / "statemachines" / Path(machine["Properties"]["DefinitionUri"]).name
+        substitutions = machine["Properties"].get("DefinitionSubstitutions", {})
+        for name, state in task_states(json.loads(path.read_text())["States"]):
+            if state["Resource"] != "arn:aws:states:::lambda:invoke":
+                continue
+            placeholder = PLACEHOLDER.fullmatch(state["Parameters"]["FunctionName"])
+            assert placeholder is not None, name
+            logical = substitutions[placeholder.group(1)]["Fn::GetAtt"][0]
+            timeout = resources[logical]["Properties"]["Timeout"]
+            if "TimeoutSeconds" in state:
+                assert timeout >= state["TimeoutSeconds"], f"{path.name} {name}: {logical} times out first"
+                checked.append(logical)
+    assert {"ValidateFunction", "BenchmarkFunction"} <= set(checked)
+    assert resources["ValidateFunction"]["Properties"]["Timeout"] == 900
+
+
+def test_endpoint_updates_are_blue_green_and_drain_the_old_fleet(transform: Transform) -> None:
+    template = transform(**ENDPOINT)
+    policy = template["Resources"]["KokoroEndpoint"]["Properties"]["DeploymentConfig"]["BlueGreenUpdatePolicy"]
+    assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 0}
+    assert policy["TerminationWaitInSeconds"] == {"Ref": "SessionDrainSeconds"}
+    drain = template["Parameters"]["SessionDrainSeconds"]
+    assert (drain["MinValue"], drain["MaxValue"]) == (0, 3600)  # the API's range
+    # The deployment's own limit must exceed the longest drain plus a new fleet's start.
+    startup = max(
+        variant["ContainerStartupHealthCheckTimeoutInSeconds"]
+        for config in ("KokoroEndpointConfig", "Qwen3TtsEndpointConfig")
+        for variant in template["Resources"][config]["Properties"]["ProductionVariants"]
+    )
+    assert policy["MaximumExecutionTimeoutInSeconds"] > drain["MaxValue"] + startup
+    assert policy["MaximumExecutionTimeoutInSeconds"] <= 28800
+
+
+def test_scaling_and_alarms_use_the_servers_own_session_metric(transform: Transform) -> None:
+    template = transform(**ENDPOINT)
+    resources = template["Resources"]
+    environment = resources["KokoroModel"]["Properties"]["PrimaryContainer"]["Environment"]
+    assert environment["VOICESTREAM_METRICS_ENDPOINT"] == {"Ref": "EndpointName"}
+    dimension = [{"Name": "EndpointName", "Value": {"Fn::GetAtt": ["KokoroEndpoint", "EndpointName"]}}]
+    sessions = resources["EndpointSessionsScalingPolicy"]["Properties"]
+    assert sessions["ScalingTargetId"] == {"Ref": "EndpointScalableTarget"}
+    tracking = sessions["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["CustomizedMetricSpecification"] == {
+        "Namespace": NAMESPACE, "MetricName": METRIC, "Dimensions": dimension, "Statistic": "Average",
+    }  # fmt: skip
+    # SageMaker's own metric stays: either policy scales out, both must agree to scale in.
+    predefined = resources["EndpointScalingPolicy"]["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+    assert predefined["TargetValue"] == tracking["TargetValue"] == {"Ref": "TargetConcurrentRequests"}
+    full = resources["EndpointSessionsFullAlarm"]["Properties"]
+    assert (full["MetricName"], full["Dimensions"], full["Threshold"]) == (
+        METRIC, dimension, {"Ref": "MaxSessionsPerInstance"}
+    )  # fmt: skip
+    missing = resources["EndpointSessionsMetricMissingAlarm"]["Properties"]
+    assert (missing["Statistic"], missing["ComparisonOperator"], missing["TreatMissingData"]) == (
+        "SampleCount", "LessThanThreshold", "breaching"
+    )  # fmt: skip
+    for name in ("EndpointSessionsScalingPolicy", "EndpointSessionsFullAlarm", "EndpointSessionsMetricMissingAlarm"):
+        assert resources[name]["Condition"] == "KokoroEndpointEnabled"  # vLLM-Omni's DLC does not emit it
+    body = json.dumps(resources["Dashboard"]["Properties"]["DashboardBody"])
+    assert '[\\"voicestream\\", \\"OpenSessions\\", \\"EndpointName\\", \\"${EndpointName}\\"' in body
+
+
+def test_the_endpoint_log_group_belongs_to_the_stack(transform: Transform) -> None:
+    logs = transform()["Resources"]["EndpointLogs"]
+    assert "Condition" not in logs  # made with the first deploy, before SageMaker would create it
+    assert logs["Properties"] == {
+        "LogGroupName": {"Fn::Sub": "/aws/sagemaker/Endpoints/${EndpointName}"},
+        "RetentionInDays": {"Ref": "LogRetentionDays"},
+    }
+
+
+HUB_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/h-A"
+
+
+@pytest.mark.parametrize(("secret", "pull"), [("", "docker-hub-anonymous"), (HUB_SECRET, "pull-through-cache")])
+def test_the_stack_says_how_codebuild_gets_its_base_image(transform: Transform, secret: str, pull: str) -> None:
+    template = transform(DockerHubCredentialsSecretArn=secret)
+    output = template["Outputs"]["BaseImagePull"]["Value"]
+    assert resolve(template, output, {"DockerHubCredentialsSecretArn": secret}) == pull

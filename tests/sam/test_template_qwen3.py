@@ -23,8 +23,8 @@ from voicestream.speech import VllmOmniSession
 QWEN3 = {"SpeechModel": "qwen3-tts"}
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"
 OWN_IMAGE = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/team/vllm-omni:2026-10"
-# moto's enum check rejects ml.g5 and ml.g6 instance types; the parameter allows g4dn too.
-MOTO_QWEN3 = {**QWEN3, "Qwen3InstanceType": "ml.g4dn.xlarge"}
+# moto's enum check rejects ml.g5 and ml.g6 instance types: tests/sam/moto_stack.py gives moto ml.g4dn.xlarge.
+MOTO_QWEN3 = QWEN3
 
 
 def test_the_endpoint_exists_at_once_and_only_the_qwen3_parts_are_on(transform: Transform) -> None:
@@ -56,6 +56,9 @@ def test_the_dlc_model_and_its_gpu_variant(transform: Transform) -> None:
     }
     (variant,) = resources["Qwen3TtsEndpointConfig"]["Properties"]["ProductionVariants"]
     assert variant["InstanceType"] == {"Ref": "Qwen3InstanceType"}
+    # The DLC serves Qwen3-TTS in bfloat16, which the T4 of ml.g4dn does not have.
+    offered = transform(**QWEN3)["Parameters"]["Qwen3InstanceType"]["AllowedValues"]
+    assert offered and not [kind for kind in offered if kind.startswith("ml.g4dn")]
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 1800
 
@@ -138,7 +141,7 @@ def test_the_deployed_stack_runs_the_dlc_with_nothing_of_ours(qwen3_stack: tuple
     (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config["EndpointConfigName"])[
         "ProductionVariants"
     ]
-    assert variant["ModelName"] == model["ModelName"] and variant["InstanceType"] == "ml.g4dn.xlarge"
+    assert variant["ModelName"] == model["ModelName"] and variant["InstanceType"] == "ml.g4dn.xlarge"  # moto's stand-in
     assert len(sagemaker.list_endpoints()["Endpoints"]) == 1
     # The pull grant names exactly the image's repository.
     (pull,) = statement_for(_role_policy("Qwen3EndpointRole"), "ecr:BatchGetImage")

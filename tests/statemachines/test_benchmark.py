@@ -27,7 +27,7 @@ ENDPOINT = "voicestream-kokoro"
 RESULTS_BUCKET = "voicestream-results-test"
 # Short texts: the real model runs on two shared CPU cores.
 TEXT = "The first sentence is short. The second one is short too."
-RUN = {"trials": 2, "text": TEXT, "prompt": "", "silence_timeout_s": 60}
+RUN = {"trials": 2, "text": TEXT, "prompt": "", "silence_timeout_s": 60, "metrics_wait_seconds": 0}
 STATS = ("n", "mean", "p50", "p95", "min", "max")
 
 
@@ -118,6 +118,12 @@ def test_benchmark_writes_the_report_with_statistics_to_s3(
     # Trials ran one at a time: each trial's two invocations are adjacent.
     trials = [c.event.get("trial") for c in lambdas.calls("voicestream-benchmark") if "trial" in c.event]
     assert trials == [1, 1, 2, 2]
+    # Both metrics auto scaling tracks, side by side over the run (moto has no datapoints for them).
+    metrics = {m["Id"]: m for m in report["scaling_metrics"]}
+    assert set(metrics) == {"concurrent_requests_per_model", "open_sessions"}
+    assert "ConcurrentRequestsPerModel" in metrics["concurrent_requests_per_model"]["Label"]
+    assert "OpenSessions" in metrics["open_sessions"]["Label"]
+    assert all("Values" in m and "Timestamps" in m for m in metrics.values())
 
 
 def test_a_failing_experiment_fails_the_run_with_a_readable_cause(

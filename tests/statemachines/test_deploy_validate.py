@@ -145,6 +145,8 @@ def test_fails_with_a_clear_cause_against_a_server_that_reads_only_text_frames(
     assert "bidi_three_sentences" in result.cause
     assert "BINARY" in result.cause
     assert "reads only text WebSocket frames" in result.cause
+    # The other cause that looks the same from outside: a GPU host without the streaming sidecar.
+    assert "InferenceAmiVersion must be al2023-ami-sagemaker-inference-gpu-4-1" in result.cause
 
 
 def test_waits_while_creating_then_validates_once_in_service(
@@ -182,6 +184,26 @@ def test_a_failed_endpoint_fails_with_its_failure_reason(
     assert result.error == "EndpointFailed"
     assert result.cause == f"endpoint {ENDPOINT} is Failed: {reason}"
     assert lambdas.calls("voicestream-validate") == []
+
+
+def test_a_failed_endpoint_without_a_failure_reason_still_fails_clearly(
+    endpoint: Any, executions: Executions, lambdas: LambdaRouter
+) -> None:
+    # DescribeEndpoint may omit FailureReason; the state that reports it must not fail on the
+    # missing path (States.Runtime) instead of naming the endpoint.
+    machine = _machine(executions, lambdas, EndpointValidator())
+    endpoint.endpoint_status = "Failed"
+    endpoint.failure_reason = None
+
+    result = executions.run(machine, FAST)
+
+    assert result.status == "FAILED", result.describe()
+    assert result.error == "EndpointFailed"
+    assert result.cause == (
+        f"endpoint {ENDPOINT} is Failed and SageMaker gave no FailureReason: "
+        f"see its log group /aws/sagemaker/Endpoints/{ENDPOINT}"
+    )
+    assert "EndpointFailedWithoutReason" in result.entered()
 
 
 def test_an_endpoint_that_never_leaves_creating_hits_the_deadline(

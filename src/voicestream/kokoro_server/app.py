@@ -32,6 +32,7 @@ from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.runtime import PRODUCTION, WARM_UP_TEXT, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
+from voicestream.kokoro_server.session_metrics import reporter_from_env
 from voicestream.origins import RequestGuard
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
 from voicestream.wire.errors import ErrorCode, ErrorMessage
@@ -90,13 +91,18 @@ def create_app(
     clients send no Origin (voicestream.origins)."""
     origins = env.allowed_origins() if allowed_origins is None else allowed_origins
     runtime = ServerRuntime(engine, limits or env.limits(), synth_workers, warm_up_text, policy=policy)
+    metrics = reporter_from_env(lambda: runtime.stats.sessions_active, runtime.limits.max_sessions)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         loading = asyncio.create_task(runtime.start(), name="voicestream-engine-load")
+        if metrics is not None:
+            metrics.start()
         try:
             yield
         finally:
+            if metrics is not None:
+                metrics.stop()
             loading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loading
@@ -115,4 +121,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.session_metrics = metrics
     return app

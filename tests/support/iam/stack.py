@@ -192,6 +192,9 @@ class Stack:
         if key == "Fn::Join":
             separator, parts = argument
             return separator.join(str(self.render(p)) for p in parts)
+        if key == "Fn::FindInMap":
+            mapping, first, second = (str(self.render(a)) for a in argument)
+            return self.template["Mappings"][mapping][first][second]
         raise ValueError(f"intrinsic function {key} is not supported by the IAM audit")
 
     def _sub_name(self, name: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from voicestream.aws.deploy.bedrock import check_agent_model
 from voicestream.aws.deploy.errors import DeployError
 from voicestream.aws.deploy.execution import format_report, run_state_machine
 from voicestream.aws.deploy.image import (
@@ -85,6 +86,7 @@ def ensure_image(target: AwsTarget, stack: Stack, context: BuildContext, builder
     if use_docker:
         build_with_docker(ecr, context, stack.output("RepositoryUri"), tag, progress)
     else:
+        require_cached_base(stack)
         progress("      no local Docker with buildx: building in the stack's CodeBuild project")
         build_with_codebuild(
             target.client("codebuild"), target.client("s3"),
@@ -95,6 +97,37 @@ def ensure_image(target: AwsTarget, stack: Stack, context: BuildContext, builder
         raise DeployError(f"the build finished but {repository}:{tag} is not in ECR")
     check_image_manifest(ecr, repository, tag)
     return tag
+
+
+def require_cached_base(stack: Stack) -> None:
+    """CodeBuild builds only when its base image comes through the stack's pull-through cache:
+    anonymous Docker Hub pulls are rate-limited per IP, and CodeBuild's IPs are shared, so such a
+    build fails with `toomanyrequests` at random."""
+    if stack.outputs.get("BaseImagePull", "docker-hub-anonymous") != "pull-through-cache":
+        raise DeployError(
+            "CodeBuild would pull the CUDA base image from Docker Hub anonymously, which Docker Hub rate-limits "
+            "per IP (CodeBuild shares IPs: `toomanyrequests`). Store a Docker Hub access token in Secrets Manager "
+            'as {"username": ..., "accessToken": ...} under a name starting ecr-pullthroughcache/, set the '
+            "template parameter DockerHubCredentialsSecretArn to its ARN (samconfig.toml parameter_overrides) and "
+            'deploy again; or build locally with Docker and buildx (--builder docker); docs/deploy.md, "Image build"'
+        )
+
+
+def refuse_model_switch(stack: Stack | None, model: str) -> None:
+    """A live endpoint cannot change models in place: the instance type of a variant under auto
+    scaling cannot change, so SageMaker refuses the update and the stack rolls back (after a long
+    wait). Say what works instead, before anything changes."""
+    if stack is None or stack.outputs.get("EndpointDeployed") != "true":
+        return
+    deployed = stack.outputs.get("SpeechModel", "kokoro")
+    if deployed != model:
+        raise DeployError(
+            f"stack {stack.name} serves {deployed} on a live endpoint; switching it to {model} would change the "
+            "instance type of its auto-scaled variant, which SageMaker refuses (the stack update would fail and "
+            f"roll back). Either `voicestream destroy --stack-name {stack.name}` and deploy again with "
+            f"--speech-model {model}, or deploy a second stack beside it: --stack-name <another> with another "
+            "EndpointName (samconfig.toml parameter_overrides)"
+        )
 
 
 def ensure_endpoint(cfn: Any, stack: Stack, image_tag: str, prefix: str, progress: Progress) -> Stack:
@@ -148,6 +181,10 @@ def deploy(settings: Settings, progress: Progress = print, connect: Callable[...
     progress(f"deploying stack {settings.stack_name} ({model}) to {target.describe}")
     steps = Steps((4 if kokoro else 2) + settings.validate + settings.update_stack, progress)
     if settings.update_stack:
+        # Checked before SAM changes anything: each would fail the stack update late, or roll it back.
+        deployed = describe(target.client("cloudformation"), settings.stack_name)
+        refuse_model_switch(deployed, model)
+        check_agent_model(target.region, settings.root, deployed.parameters if deployed else None)
         overrides = [] if settings.speech_model is None else ["--parameter-overrides", f"SpeechModel={model}"]
         with steps.step("stack: sam build + sam deploy" + ("" if kokoro else " (creates the Qwen3-TTS endpoint)")):
             run_sam(settings.root, target, ["build"], progress)

@@ -53,10 +53,17 @@ from .validate_vllm_omni import vllm_omni_checks
 MALFORMED_PAYLOAD = b"{this is not json"
 # 16-bit mono PCM at the server's sample rate.
 PCM_BYTES_PER_MS = SAMPLE_RATE * 2 / 1000
+# The two causes that look exactly alike from outside: a session that opens and then hears nothing.
+AMI_HINT = (
+    "a GPU variant on an inference AMI without SageMaker's bidirectional-streaming sidecar: the "
+    "WebSocket never reaches the container and every session hangs; its InferenceAmiVersion must be "
+    "al2023-ami-sagemaker-inference-gpu-4-1 or newer (docs/deploy.md)"
+)
 BINARY_HINT = (
     "the server accepted the session but never answered a payload sent as data_type BINARY "
-    "(SageMaker's default): a container that reads only text WebSocket frames behaves exactly like "
-    "this; it must decode binary frames as UTF-8 JSON"
+    "(SageMaker's default). Two causes look exactly like this: (1) "
+    + AMI_HINT
+    + "; (2) a container that reads only text WebSocket frames: it must decode binary frames as UTF-8 JSON"
 )
 
 
@@ -120,7 +127,8 @@ class EndpointValidator:
         try:
             await session.connect()
         except SessionError as exc:
-            failed = Check("bidi_connect", False, str(exc), time.perf_counter() - started)
+            detail = str(exc) + (f" (possibly {AMI_HINT})" if isinstance(exc, SessionTimeoutError) else "")
+            failed = Check("bidi_connect", False, detail, time.perf_counter() - started)
             never = ("bidi_three_sentences", "bidi_device", "bidi_malformed_message")
             return [failed, *not_run(never, "the session did not open")]
         checks = [Check("bidi_connect", True, "session open", time.perf_counter() - started)]
