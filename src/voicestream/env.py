@@ -75,6 +75,10 @@ VARIABLES: Final[dict[str, str]] = {
     "VOICESTREAM_MAX_PHONEMES": "phonemes per synthesis request: its work (default 5000)",
     "VOICESTREAM_KEEPALIVE_S": "seconds of silence with requests unfinished before the server sends queued (default 5)",
     "VOICESTREAM_BODY_TIMEOUT_S": "seconds a client may take to send a POST body (default 10)",
+    "VOICESTREAM_MAX_G2P_QUEUE": "requests waiting for or in their G2P work check, server-wide; more: server_busy "
+    "(default 32)",
+    "VOICESTREAM_MAX_CONSUMER_LAG_S": "seconds a client may fall behind real time reading audio before it is closed "
+    "with slow_consumer (default 20)",
     # the speak function
     "SPEECH_UPSTREAM": "the speech server's protocol: kokoro (default; our Kokoro server) or vllm-omni (Qwen3-TTS)",
     "KOKORO_WS_URL": "the Kokoro server's base or bidi URL (local runs); exclusive with SAGEMAKER_ENDPOINT_NAME",
