@@ -7,7 +7,11 @@
 - `error_response`: the one JSON error body (`wire.errors`) with the error's status;
 - `StreamingBody`: a chunked response that stops its producer the moment the client leaves and
   aborts (no final chunk) when the producer fails, so a client sees an incomplete body rather
-  than a short one that looks whole.
+  than a short one that looks whole; with a `ConsumerLag`, also when the client reads its audio
+  slower than real time;
+- `unless_disconnected`: awaits work done before a response starts (the first audio), dropping
+  it when the client leaves meanwhile;
+- `ConsumerLag`: the write deadline of a consumer of audio (a response or a bidi session).
 
 Starlette's StreamingResponse notices a disconnect only through anyio's cancel scope, whose
 repeated cancellation would also kill a producer's cleanup (say, cancelling the session on the
@@ -19,7 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -28,6 +35,73 @@ from starlette.types import Receive, Scope, Send
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 
 JSON_MEDIA_TYPE = "application/json"
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its response started."""
+
+
+class SlowConsumerError(CodedError):
+    """The client reads audio slower than real time by more than the limit: it is closed."""
+
+    code = ErrorCode.SLOW_CONSUMER
+    status = 408
+
+
+class ConsumerLag:
+    """How far a consumer of audio has fallen behind a listener who plays it in real time.
+
+    Each send that waits (the transport's buffers are full because the client does not read)
+    adds the time it waited, less the seconds of audio it carried, to the lag (never below zero:
+    a client that kept up owes nothing, and time the server spent synthesizing is not a send's).
+    A client that reads in real time waits about as long as its audio lasts and stays near
+    zero; one that reads at a fraction of that, or not at all, grows it until a send would pass
+    `max_lag_s`: `SlowConsumerError`, whose caller closes the consumer."""
+
+    def __init__(self, max_lag_s: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.max_lag_s = max_lag_s
+        self.lag_s = 0.0
+        self._clock = clock
+
+    async def send(self, sending: Awaitable[None], audio_s: float) -> None:
+        """Await `sending` (a write carrying `audio_s` seconds of audio) within what is left."""
+        allowed_s = self.max_lag_s - self.lag_s + audio_s
+        started = self._clock()
+        try:
+            if allowed_s <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(allowed_s):
+                await sending
+        except TimeoutError:
+            if inspect.iscoroutine(sending):
+                sending.close()  # never awaited when refused upfront: no "never awaited" warning
+            raise SlowConsumerError(
+                f"the client reads audio more than {self.max_lag_s:g} s slower than real time: closed"
+            ) from None
+        self.lag_s = max(0.0, self.lag_s + (self._clock() - started) - audio_s)
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or `ClientGone` as soon as the client disconnects meanwhile (then `work`
+    is cancelled: a request that waits for a worker, say its G2P, is dropped before it starts).
+    Call once the body is read: the only message left to receive is the disconnect."""
+
+    async def doing() -> T:
+        return await work
+
+    task = asyncio.ensure_future(doing())
+    watcher = asyncio.ensure_future(_disconnected(request.receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (task, watcher):
+            waiting.cancel()  # no-op for the one that finished
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task.cancelled():
+        raise ClientGone()
+    return task.result()
 
 
 def require_json(request: Request) -> None:
@@ -83,7 +157,12 @@ class StreamingBody:
         on_disconnect: Callable[[], None] | None = None,
         on_failure: Callable[[Exception], None] | None = None,
         status: int = 200,
+        lag: ConsumerLag | None = None,
+        audio_s: Callable[[], float] | None = None,
     ) -> None:
+        """`lag` with `audio_s` (seconds of audio the producer has made so far): each chunk's send
+        must keep the client within `lag.max_lag_s` of real time, else the response is aborted
+        (`on_failure` gets the `SlowConsumerError`)."""
         self.chunks = chunks
         self.status = status
         self.headers = [(b"content-type", media_type.encode())] + [
@@ -91,6 +170,8 @@ class StreamingBody:
         ]
         self.on_disconnect = on_disconnect
         self.on_failure = on_failure
+        self.lag = lag
+        self.audio_s = audio_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
@@ -107,10 +188,17 @@ class StreamingBody:
             self.on_disconnect()
 
     async def _write(self, send: Send) -> None:
+        sent_audio_s = 0.0
         try:
             async with _closing(self.chunks) as chunks:
                 async for chunk in chunks:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    message = send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    if self.lag is None or self.audio_s is None:
+                        await message
+                        continue
+                    made_s = self.audio_s()
+                    await self.lag.send(message, made_s - sent_audio_s)
+                    sent_audio_s = made_s
         except Exception as error:
             # Returning without the final body message makes the server drop the connection:
             # the client sees an incomplete chunked body, not a truncated one that looks whole.

@@ -226,7 +226,10 @@ _LIMIT_DOCS: Final[dict[str, str]] = {
     "max_sessions": "sessions open at once per server",
     "max_message_bytes": "bytes per client message or request body",
     "max_phonemes": "phonemes per synthesis request, the measure of its work; more is refused with `text_too_complex`",
-    "body_timeout_s": "seconds a client may take to send a POST /invocations body; then 408 `request_timeout`",
+    "body_timeout_s": "seconds a client may take to send a POST body (every route); then 408 `request_timeout`",
+    "max_g2p_queue": "requests waiting for or in their G2P work check, server-wide; more are refused `server_busy`",
+    "max_consumer_lag_s": "seconds a client may fall behind real time reading audio before it is closed with "
+    "`slow_consumer`",
 }
 _LIMIT_TYPES: Final = {spec.name: spec.type for spec in fields(Limits)}
 LIMIT_SETTINGS: Final[dict[str, Setting[float]]] = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Literal
@@ -106,6 +107,25 @@ class ToneEngine(SpeechEngine):
             begins, ends = start / SAMPLE_RATE, (start + count) / SAMPLE_RATE
             words = tuple(word for word in timings if begins <= word.start_s < ends)
             yield AudioChunk(samples=(0.3 * np.sin(phase)).astype(np.float32), words=words)
+
+
+class HeldG2PToneEngine(ToneEngine):
+    """A ToneEngine whose work check (G2P) of a text containing `hold_on` waits until
+    `released` is set: slow or stuck G2P, to fill the server's G2P queue. `checked` lists every
+    text whose work check ran (joined sentences), in the order they ran."""
+
+    def __init__(self, hold_on: str = "hold", **options: Any) -> None:
+        super().__init__(**options)
+        self.hold_on = hold_on
+        self.released = threading.Event()
+        self.checked: list[str] = []
+
+    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+        joined = " ".join(texts)
+        if self.hold_on in joined:
+            self.released.wait(timeout=120)  # a hang guard: tests release it
+        self.checked.append(joined)
+        return super()._count_phonemes(texts, voice)
 
 
 class G2PToneEngine(ToneEngine):

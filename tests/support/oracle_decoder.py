@@ -16,7 +16,6 @@ rounding (~19 dB waveform SNR on its own), which is the graph's arithmetic, not 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,13 +34,13 @@ class OracleStage:
     replaying them in a window. `sample_rate_extra`: tensors also taken from the whole run,
     one value per audio sample (sliced to the window's span)."""
 
-    def __init__(self, graph: Path, output: str, sample_rate_extra: tuple[str, ...] = (), threads: int = 2) -> None:
+    def __init__(self, graph: bytes, output: str, sample_rate_extra: tuple[str, ...] = (), threads: int = 2) -> None:
         import onnx
         import onnx.utils
         import onnxruntime
         from onnx import TensorProto, helper
 
-        model = onnx.load(str(graph))
+        model = onnx.load_model_from_string(graph)
         inputs = [value.name for value in model.graph.input]
         # The generator's carried norm statistics (engine/onnx/graphs.py) carry nothing here: each norm
         # computes its own, which the recording records and the replay replaces.

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from voicestream.engine.models.assets import AssetError, sha256_of
-from voicestream.engine.models.derived import MANIFEST_NAME, ensure_derived, read_manifest, stale_reason
+from voicestream.engine.models.derived import (
+    MANIFEST_NAME,
+    ensure_derived,
+    load_derived,
+    read_manifest,
+    stale_reason,
+)
 
 NAMES = ("part-a.bin", "part-b.bin")
 SOURCE = "a" * 64
@@ -95,3 +104,52 @@ def test_an_unwritable_directory_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(AssetError, match="cannot write derived model files"):
         ensure_derived(blocker / "derived", SOURCE, 1, NAMES, CountingDerivation())
+
+
+def test_the_bytes_handed_out_are_the_ones_hashed(tmp_path: Path) -> None:
+    """The loader gets bytes, verified as read: a file swapped on disk after the check (and its
+    manifest rewritten to match, as anyone who can write the directory could) is not what it runs."""
+    loaded = load_derived(tmp_path, SOURCE, 1, NAMES, CountingDerivation())
+    for name in NAMES:
+        assert hashlib.sha256(loaded.contents[name]).hexdigest() == loaded.manifest.files[name].sha256
+    (tmp_path / NAMES[0]).write_bytes(b"swapped after verification")
+    assert loaded.contents[NAMES[0]] == f"{NAMES[0]} run 1".encode()
+    # Loading again sees the swap, and derives afresh rather than trusting it.
+    derive = CountingDerivation()
+    again = load_derived(tmp_path, SOURCE, 1, NAMES, derive)
+    assert derive.runs == 1 and again.contents[NAMES[0]] == f"{NAMES[0]} run 1".encode()
+
+
+def test_created_directories_and_files_are_not_writable_by_others(tmp_path: Path) -> None:
+    previous = os.umask(0o002)  # a umask that would make them group-writable
+    try:
+        load_derived(tmp_path / "cache" / "derived", SOURCE, 1, NAMES, CountingDerivation())
+    finally:
+        os.umask(previous)
+    for path in [tmp_path / "cache", tmp_path / "cache" / "derived", *(tmp_path / "cache" / "derived").iterdir()]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o755 if path.is_dir() else 0o644), (path, oct(mode))
+
+
+@pytest.mark.parametrize("target", ["directory", "parent", "file"])
+def test_a_directory_or_file_writable_by_others_is_refused(tmp_path: Path, target: str) -> None:
+    directory = tmp_path / "derived"
+    derive = CountingDerivation()
+    load_derived(directory, SOURCE, 1, NAMES, derive)
+    path = {"directory": directory, "parent": tmp_path, "file": directory / NAMES[1]}[target]
+    os.chmod(path, stat.S_IMODE(path.stat().st_mode) | stat.S_IWOTH)
+    with pytest.raises(AssetError, match=rf"{path} \(mode 0o\d+\).*chmod go-w"):
+        load_derived(directory, SOURCE, 1, NAMES, derive)
+    os.chmod(path, stat.S_IMODE(path.stat().st_mode) & ~stat.S_IWOTH)
+    assert load_derived(directory, SOURCE, 1, NAMES, derive).manifest.source_sha256 == SOURCE
+    assert derive.runs == 1
+
+
+def test_a_group_writable_directory_is_refused_before_deriving(tmp_path: Path) -> None:
+    directory = tmp_path / "derived"
+    directory.mkdir()
+    os.chmod(directory, 0o775)
+    derive = CountingDerivation()
+    with pytest.raises(AssetError, match="can be changed by another user"):
+        load_derived(directory, SOURCE, 1, NAMES, derive)
+    assert derive.runs == 0

@@ -20,6 +20,7 @@ from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.speak.run import SpeakOptions, run_batch, run_bidi
 from voicestream.speak.sources import ReplayPace, ReplaySource, TextSourceError
 from voicestream.speech import BidiSession
+from voicestream.wire.bidi import Limits
 from voicestream.wire.errors import FAILURE_MESSAGES
 from voicestream.wire.speak import (
     AgentStart,
@@ -184,3 +185,15 @@ async def test_no_coroutine_is_left_unawaited_when_the_caller_leaves_at_once(mod
                 if isinstance(event, TextDelta):
                     break
         gc.collect()
+
+
+async def test_a_reply_longer_than_the_servers_queue_is_flow_controlled() -> None:
+    """The server refuses more than max_queued unfinished requests (queue_full): the reply waits
+    for room instead of failing halfway."""
+    factory = Sessions(await started_runtime(ToneEngine(), Limits(max_queued=2)))
+    reply = " ".join(f"Sentence number {n} is here." for n in range(12))
+    options = SpeakOptions(first_clause_min_words=None, max_in_flight=2)
+    events = await collect(run_bidi(ReplaySource(reply, FAST), factory, options))
+    done = events[-1]
+    assert isinstance(done, Done) and done.status == "complete", events[-2:]
+    assert len([e for e in events if isinstance(e, SentenceSpoken)]) == 12

@@ -8,7 +8,10 @@ Two transports:
 - sse: `audio_stream_start`, `audio_chunk` (base64), `audio_stream_end` with timings, or an
   `error` event.
 
-A client that disconnects stops the synthesis after the engine step in flight.
+A client that disconnects stops the synthesis after the engine step in flight; one that leaves
+before its first audio is noticed too (its request leaves the G2P queue before its turn), and one
+that reads the audio more than `max_consumer_lag_s` slower than real time is cut off
+(`slow_consumer` in the log, the body aborted).
 
 SageMaker has only this route for streamed requests, so a request whose CustomAttributes
 (header `X-Amzn-SageMaker-Custom-Attributes`) hold `route=/v1/audio/speech` carries an
@@ -25,13 +28,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import Response
 
-from voicestream.asgi import StreamingBody, error_response, read_body
+from voicestream.asgi import (
+    ClientGone,
+    ConsumerLag,
+    SlowConsumerError,
+    StreamingBody,
+    error_response,
+    read_body,
+    unless_disconnected,
+)
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
 from voicestream.wire.bidi import DEFAULT_VOICE, parse_invocation_request
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
@@ -39,6 +51,8 @@ from voicestream.wire.framing import encode_sse
 from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech
 
 SSE_CONTENT_TYPE = "text/event-stream"
+# The status logged for a client that left before its response began (nginx's convention).
+CLIENT_CLOSED_REQUEST = 499
 
 
 async def invocations(request: Request) -> Any:
@@ -48,7 +62,7 @@ async def invocations(request: Request) -> Any:
             body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
         except ProtocolError as error:
             return openai_error(error)
-        return await speech_response(runtime, body)
+        return await speech_response(runtime, body, request)
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()
@@ -79,11 +93,14 @@ async def invocations(request: Request) -> Any:
     frames = stream.frames()
     # The first frame is synthesized before the status goes out: an error up to there (say an
     # unsupported language) is still an honest 4xx/5xx, and it costs no latency.
+    # Meanwhile the client may leave: then nothing more is done for it.
     try:
-        first: bytes | None = await anext(frames)
-    except StopAsyncIteration:
-        first = None
-    except InvalidRequestError as error:
+        first = await unless_disconnected(request, _first(frames))
+    except ClientGone:
+        await frames.aclose()
+        log_event("invocation_abandoned", logging.WARNING)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    except (InvalidRequestError, ServerBusyError) as error:
         error.request_id = request_id
         log_event("invocation_refused", logging.WARNING, code=error.code)
         return error_response(error)
@@ -105,7 +122,19 @@ async def invocations(request: Request) -> Any:
             _binary_body(stream, audio, first_audio_at),
             content_type(speech.format, speech.sample_rate),
         )
-    return StreamingBody(chunks, media_type, headers, on_disconnect=_disconnected, on_failure=_aborted)
+    return StreamingBody(
+        chunks,
+        media_type,
+        headers,
+        on_disconnect=_disconnected,
+        on_failure=_aborted,
+        lag=ConsumerLag(runtime.limits.max_consumer_lag_s),
+        audio_s=stream.stats.audio_s,
+    )
+
+
+async def _first(frames: AsyncIterator[bytes]) -> bytes | None:
+    return await anext(frames, None)
 
 
 def _disconnected() -> None:
@@ -113,6 +142,9 @@ def _disconnected() -> None:
 
 
 def _aborted(error: Exception) -> None:
+    if isinstance(error, SlowConsumerError):
+        log_event("invocation_aborted", logging.WARNING, code=error.code)
+        return
     log_event("invocation_aborted", logging.ERROR, exc_info=True, error=repr(error))
 
 

@@ -17,13 +17,20 @@ import uuid
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
-from voicestream.asgi import StreamingBody, read_body
+from voicestream.asgi import (
+    ClientGone,
+    ConsumerLag,
+    SlowConsumerError,
+    StreamingBody,
+    read_body,
+    unless_disconnected,
+)
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import DEFAULT_VOICE
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
@@ -39,23 +46,26 @@ from voicestream.wire.openai_speech import (
 )
 
 SSE_CONTENT_TYPE = "text/event-stream"
+# The status logged for a client that left before its response began (nginx's convention).
+CLIENT_CLOSED_REQUEST = 499
 
 
 def openai_error(error: CodedError, param: str | None = None) -> JSONResponse:
     return JSONResponse(openai_error_body(error, param), status_code=error.status)
 
 
-async def speech(request: Request) -> JSONResponse | StreamingBody:
+async def speech(request: Request) -> Response | StreamingBody:
     runtime: ServerRuntime = request.app.state.runtime
     try:
         body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
     except ProtocolError as error:
         return openai_error(error)
-    return await speech_response(runtime, body)
+    return await speech_response(runtime, body, request)
 
 
-async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse | StreamingBody:
-    """The response to one OpenAI speech body (the route's and /invocations' shared core)."""
+async def speech_response(runtime: ServerRuntime, body: bytes, request: Request) -> Response | StreamingBody:
+    """The response to one OpenAI speech body (the route's and /invocations' shared core);
+    `request` is watched for the client leaving before the first audio."""
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()
@@ -90,13 +100,13 @@ async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse |
     stream = AudioStream(runtime, speech_request)
     items = stream.items()
     # Up to the first audio frame (word timings may come first), errors are still a status.
-    head: list[AudioItem] = []
     try:
-        async for item in items:
-            head.append(item)
-            if isinstance(item, bytes):
-                break
-    except InvalidRequestError as error:
+        head = await unless_disconnected(request, _head(items))
+    except ClientGone:
+        await items.aclose()
+        log_event("openai_speech_abandoned", logging.WARNING)
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    except (InvalidRequestError, ServerBusyError) as error:
         log_event("openai_speech_refused", logging.WARNING, code=error.code)
         return openai_error(error)
     except Exception as error:
@@ -104,12 +114,28 @@ async def speech_response(runtime: ServerRuntime, body: bytes) -> JSONResponse |
         return openai_error(public_error(error))
     headers = {"x-request-id": request_id, "x-sample-rate": str(parsed.sample_rate), "cache-control": "no-cache"}
     if parsed.stream_format == "sse":
-        return StreamingBody(_sse(parsed, stream, _chain(head, items)), SSE_CONTENT_TYPE, headers, on_failure=_aborted)
-    audio = _audio(stream, _chain(head, items))
-    return StreamingBody(audio, content_type(parsed.response_format, parsed.sample_rate), headers, on_failure=_aborted)
+        chunks, media_type = _sse(parsed, stream, _chain(head, items)), SSE_CONTENT_TYPE
+    else:
+        chunks = _audio(stream, _chain(head, items))
+        media_type = content_type(parsed.response_format, parsed.sample_rate)
+    lag = ConsumerLag(runtime.limits.max_consumer_lag_s)
+    return StreamingBody(chunks, media_type, headers, on_failure=_aborted, lag=lag, audio_s=stream.stats.audio_s)
+
+
+async def _head(items: AsyncIterator[AudioItem]) -> list[AudioItem]:
+    """The items up to and including the first audio frame (word timings may come first)."""
+    head: list[AudioItem] = []
+    async for item in items:
+        head.append(item)
+        if isinstance(item, bytes):
+            break
+    return head
 
 
 def _aborted(error: Exception) -> None:
+    if isinstance(error, SlowConsumerError):
+        log_event("openai_speech_aborted", logging.WARNING, code=error.code)
+        return
     log_event("openai_speech_aborted", logging.ERROR, exc_info=True, error=repr(error))
 
 

@@ -6,7 +6,10 @@ The engine loads and warms up in a background thread while the server already an
 loop, so one slow synthesis cannot stall other sessions' sockets, and the step whose listener
 runs out of audio first goes first (scheduler.py). A request's G2P (its work
 check, `SpeechEngine.count_phonemes`) waits in threads of its own: a text whose G2P runs long
-holds no synthesis worker while its conversion runs (or is stopped) in a G2P process.
+holds no synthesis worker while its conversion runs (or is stopped) in a G2P process. At most
+`Limits.max_g2p_queue` requests wait for or run their G2P at once; one more is refused with
+server_busy at once, and a request whose client left is dropped from the queue before its G2P
+starts (its await is cancelled, and with it the queued work).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.scheduler import DeadlineExecutor
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
+from voicestream.wire.errors import CodedError, ErrorCode
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -39,6 +43,13 @@ SPEED_CHECK_TEXT = "Thanks for calling, how can I help you today?"
 IDLE_RELEASE_DELAY_S = 0.5
 # Threads that wait on G2P (the ONNX engine converts in worker processes; these only wait).
 G2P_WAITERS = 4
+
+
+class ServerBusyError(CodedError):
+    """The server has more work queued than a limit allows: try again later."""
+
+    code = ErrorCode.SERVER_BUSY
+    status = 503
 
 
 class Readiness(StrEnum):
@@ -56,6 +67,8 @@ class RuntimeStats:
     sessions_refused: int = 0
     steps_running: int = 0  # synthesis steps executing in worker threads right now
     sentences_started: int = 0
+    g2p_queued: int = 0  # requests waiting for or running their G2P work check
+    g2p_refused: int = 0  # refused because `Limits.max_g2p_queue` were queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,9 +249,19 @@ class ServerRuntime:
             self._release_memory_when_idle(loop)
 
     async def in_g2p(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a G2P step (a request's work check) in a G2P waiter thread and await its result."""
+        """Run a G2P step (a request's work check) in a G2P waiter thread and await its result;
+        `ServerBusyError` when `Limits.max_g2p_queue` requests already wait for or run theirs.
+        Cancelling the await drops the step if it has not started."""
+        limit = self.limits.max_g2p_queue
+        if self.stats.g2p_queued >= limit:
+            self.stats.g2p_refused += 1
+            raise ServerBusyError(f"{limit} requests are waiting for their text to be converted: try again later")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._g2p_executor, lambda: function(*args, **kwargs))
+        self.stats.g2p_queued += 1
+        try:
+            return await loop.run_in_executor(self._g2p_executor, lambda: function(*args, **kwargs))
+        finally:
+            self.stats.g2p_queued -= 1
 
     def _release_memory_when_idle(self, loop: asyncio.AbstractEventLoop) -> None:
         """Once no synthesis step has run for IDLE_RELEASE_DELAY_S, give the heaps' free pages back

@@ -15,6 +15,10 @@ Three tasks per session:
 
 `cancel` tears the synthesis and send tasks down and starts fresh ones; a disconnect or the
 end of the session cancels them, which abandons the engine step in flight (at most one chunk).
+
+A client that reads its audio more than `max_consumer_lag_s` slower than real time (asgi.py's
+`ConsumerLag`) ends the session with `slow_consumer`: with unfinished requests a session counts
+as active, so otherwise a client reading a trickle would hold a session slot for its hour.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from typing import Any, Final, Protocol, TypeVar
 
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
+from voicestream.asgi import ConsumerLag, SlowConsumerError
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.playback import PlaybackClock
-from voicestream.kokoro_server.runtime import ServerRuntime
+from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (
     DEFAULT_VOICE,
@@ -68,6 +73,8 @@ DISCONNECT_ERRORS: Final = (WebSocketDisconnect, WebSocketDisconnected, OSError)
 # WebSocket close codes (RFC 6455): normal end, a limit was hit, server busy, server fault.
 CLOSE_NORMAL: Final = 1000
 CLOSE_POLICY: Final = 1008
+# Seconds the closing frames (error, session_closed, close) may take to go out.
+CLOSE_GRACE_S: Final = 5.0
 CLOSE_TRY_AGAIN_LATER: Final = 1013
 CLOSE_INTERNAL_ERROR: Final = 1011
 
@@ -100,6 +107,7 @@ class EndReason(StrEnum):
     DISCONNECT = "disconnect"  # the client went away: nothing can be sent
     IDLE_TIMEOUT = ErrorCode.IDLE_TIMEOUT.value  # a limit (close code 1008)
     SESSION_TIMEOUT = ErrorCode.SESSION_TIMEOUT.value
+    SLOW_CONSUMER = ErrorCode.SLOW_CONSUMER.value  # the client reads slower than real time (1008)
     INTERNAL_ERROR = ErrorCode.INTERNAL_ERROR.value  # a bug (close code 1011)
 
 
@@ -127,6 +135,7 @@ class ServerSession:
         self._pending: dict[str, SpeechRequest] = {}  # accepted and not finished, in order
         self._sequence = 0
         self._send_lock = asyncio.Lock()
+        self._lag = ConsumerLag(self.limits.max_consumer_lag_s)
         self._wake = asyncio.Event()  # pipeline drained (while closing) or failed
         self._failure: BaseException | None = None
         self._closing = False
@@ -166,13 +175,19 @@ class ServerSession:
                 unfinished=len(self._pending),
             )
         if reason is not EndReason.DISCONNECT:
-            with contextlib.suppress(*DISCONNECT_ERRORS):
-                await self._finish(reason)
+            # A client that stopped reading may never take the closing frames: bounded.
+            with contextlib.suppress(TimeoutError, *DISCONNECT_ERRORS):
+                async with asyncio.timeout(CLOSE_GRACE_S):
+                    await self._finish(reason)
         return reason
 
     async def _finish(self, reason: EndReason) -> None:
         if reason is EndReason.CLOSE:
             code = CLOSE_NORMAL
+        elif reason is EndReason.SLOW_CONSUMER:
+            message = "the client reads audio slower than real time: the session is closed"
+            await self._send_control(ErrorMessage(ErrorCode.SLOW_CONSUMER, message))
+            code = CLOSE_POLICY
         elif reason is EndReason.INTERNAL_ERROR:
             await self._send_control(ErrorMessage(ErrorCode.INTERNAL_ERROR, "the session failed; see logs"))
             code = CLOSE_INTERNAL_ERROR
@@ -216,6 +231,9 @@ class ServerSession:
             if self._failure is not None:
                 if _is_disconnect_error(self._failure):
                     return EndReason.DISCONNECT
+                if isinstance(self._failure, SlowConsumerError):
+                    log_event("session_slow_consumer", logging.WARNING, lag_s=round(self._lag.lag_s, 1))
+                    return EndReason.SLOW_CONSUMER
                 log_event("session_failed", logging.ERROR, error=repr(self._failure))
                 return EndReason.INTERNAL_ERROR
             if message is None:
@@ -383,7 +401,7 @@ class ServerSession:
                 async for item in audio.stream.items():
                     if isinstance(item, bytes) or request.words:
                         await audio.frames.put(item)
-            except InvalidRequestError as error:
+            except (InvalidRequestError, ServerBusyError) as error:
                 audio.error = ErrorMessage(error.code, str(error), request.request_id)
             except Exception as error:
                 log_event("synthesis_failed", logging.ERROR, exc_info=True, error=repr(error))
@@ -398,13 +416,15 @@ class ServerSession:
             start = SynthesisStart(request.request_id, request.format, request.sample_rate, request.voice)
             await self._send_control(start)
             sample_width = audio_unit_bytes(request.format)
+            seconds_per_byte = 0.0
             first_audio_ms: float | None = None
             while (frame := await self._next_or_keepalive(audio.frames, request.request_id)) is not None:
                 if not isinstance(frame, bytes):
                     await self._send_control(Words(request.request_id, frame))
                     continue
+                seconds_per_byte = seconds_per_byte or 1.0 / audio.stream.bytes_per_second
                 for part in make_audio_frames_safe(frame, sample_width=sample_width):
-                    await self._send_audio(part)
+                    await self._send_audio(part, len(part) * seconds_per_byte)
                 if first_audio_ms is None:
                     first_audio_ms = _ms(time.perf_counter() - request.received_at)
             stats = audio.stream.stats
@@ -458,9 +478,10 @@ class ServerSession:
             await self.channel.send_text(encode_server_message(message))
             self._last_sent_at = time.perf_counter()
 
-    async def _send_audio(self, frame: bytes) -> None:
+    async def _send_audio(self, frame: bytes, audio_s: float) -> None:
         async with self._send_lock:
-            await self.channel.send_bytes(frame)
+            # SlowConsumerError when the client has fallen too far behind real time.
+            await self._lag.send(self.channel.send_bytes(frame), audio_s)
             self._last_sent_at = time.perf_counter()
         # A send into a writable socket never suspends: yield, so that a burst of frames lets
         # other sessions run and a disconnect is noticed before the next frame.

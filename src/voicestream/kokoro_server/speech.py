@@ -13,7 +13,7 @@ the step in flight, so a cancelled or disconnected request costs at most one ste
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 
 from voicestream.chunker import split_sentences
@@ -55,6 +55,10 @@ class StreamStats:
     def audio_ms(self) -> float:
         return round(self.audio_samples * 1000 / SAMPLE_RATE, 1)
 
+    def audio_s(self) -> float:
+        """Seconds of audio synthesized so far."""
+        return self.audio_samples / SAMPLE_RATE
+
 
 def _next_chunk(chunks: Iterator[AudioChunk]) -> AudioChunk | None:
     return next(chunks, None)
@@ -70,17 +74,19 @@ class AudioStream:
         self.request = request
         self.stats = StreamStats()
         self.playback = playback or PlaybackClock()
+        self.bytes_per_second = 1  # the encoder's, once `items()` has begun
 
-    async def frames(self) -> AsyncIterator[bytes]:
+    async def frames(self) -> AsyncGenerator[bytes, None]:
         async for item in self.items():
             if isinstance(item, bytes):
                 yield item
 
-    async def items(self) -> AsyncIterator[AudioItem]:
+    async def items(self) -> AsyncGenerator[AudioItem, None]:
         limits = self.runtime.limits
         engine = self.runtime.engine
         request = self.request
         encoder = create_encoder(request.format, request.sample_rate, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
+        self.bytes_per_second = encoder.bytes_per_second
         # One resampler for the whole request: its state carries over every chunk and sentence.
         resampler = StreamResampler(SAMPLE_RATE, request.sample_rate)
         framer = Framer.for_encoder(encoder, limits.frame_ms)

@@ -83,6 +83,10 @@ class SpeakOptions:
     max_chars: int = 300
     words: bool = True  # ask the server for word timings (`words` events)
     sample_rate: int | None = None  # Hz of the audio (None: the format's default, wire/bidi.py)
+    # Sentences sent and not yet spoken: the next waits until one completes. The server refuses
+    # more than its VOICESTREAM_MAX_QUEUED (16) unfinished requests with queue_full, which would
+    # end a long reply; 8 keeps two sentences synthesized ahead many times over.
+    max_in_flight: int = 8
 
     @property
     def delivered_rate(self) -> int:
@@ -163,6 +167,7 @@ class _SpeakRun:
         self._audio_bytes = 0
         self._audio_ms = 0.0
         self._index_of: dict[str, int] = {}
+        self._progress = asyncio.Event()  # a sentence completed: room for the next
 
     # --- the event stream --------------------------------------------------------------------
 
@@ -336,6 +341,9 @@ class _SpeakRun:
         self._tasks.append(self._spawn("speak-audio", lambda: self._read_audio(session)))
         try:
             while (piece := await self._pieces.get()) is not None:
+                while self._sent - self._completed >= self.options.max_in_flight:  # flow control
+                    self._progress.clear()
+                    await self._progress.wait()
                 index = self._sent
                 request_id = f"s{index}"
                 # Recorded before sending: the first audio may arrive before send() returns.
@@ -399,6 +407,7 @@ class _SpeakRun:
 
     def _on_complete(self, event: RequestCompleted) -> None:
         self._completed += 1
+        self._progress.set()
         self._audio_ms += event.audio_ms
         self._emit(
             SentenceSpoken(

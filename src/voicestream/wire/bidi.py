@@ -111,6 +111,13 @@ class Limits:
     keepalive_s: float = 5.0
     # Seconds a client may take to send a POST body (answered 408 request_timeout).
     body_timeout_s: float = 10.0
+    # Requests waiting for or in their G2P work check, server-wide; one more is refused with
+    # server_busy at once (fire-and-forget requests must not queue minutes of G2P ahead of everyone).
+    max_g2p_queue: int = 32
+    # Seconds a consumer may fall behind real time (the audio it has taken, played from when it
+    # was sent) before its response or session is closed with slow_consumer: a client that reads
+    # slower than it listens must not hold a session and its buffers for the session's hour.
+    max_consumer_lag_s: float = 20.0
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     SESSION_TIMEOUT = "session_timeout"
     IDLE_TIMEOUT = "idle_timeout"
     SERVER_BUSY = "server_busy"
+    SLOW_CONSUMER = "slow_consumer"  # the client reads audio slower than real time
     NOT_READY = "not_ready"
     # failures while speaking (the speak function's stream names which part failed)
     SYNTHESIS_FAILED = "synthesis_failed"
@@ -152,6 +153,7 @@ class ProtocolError(CodedError):
 FAILURE_MESSAGES: Final[dict[str, str]] = {
     ErrorCode.SYNTHESIS_FAILED: "speech synthesis failed (the server's log has the details)",
     ErrorCode.INTERNAL_ERROR: "internal error (the log has the details)",
+    ErrorCode.SERVER_BUSY: "the server is busy: try again later",
     ErrorCode.MODEL_ERROR: "the language model failed (the speak function's log has the details)",
     ErrorCode.TTS_UNAVAILABLE: "the speech server is unavailable (the speak function's log has the details)",
     ErrorCode.TTS_ERROR: "the speech server failed mid-reply (the speak function's log has the details)",

@@ -44,6 +44,7 @@ float32 rounding: docs/engine-evidence.md, "The cut").
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voicestream.engine.models.assets import AssetError
-from voicestream.engine.models.derived import ensure_derived, stale_reason
+from voicestream.engine.models.derived import load_derived, stale_reason
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, ValueInfoProto
@@ -118,12 +119,16 @@ def norm_output(carried: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DerivedGraphs:
-    """The three graph files derived from the official one (checked against their manifest);
-    `OnnxSplitRuntime` (runtime.py) runs them."""
+    """The three graphs derived from the official one, as the bytes that were checked against
+    their manifest (never re-read by path: derived.py); `OnnxSplitRuntime` (runtime.py) runs them."""
 
-    encoder: Path
-    frontend: Path
-    generator: Path
+    encoder: bytes
+    frontend: bytes
+    generator: bytes
+
+    @classmethod
+    def of(cls, contents: Mapping[str, bytes]) -> DerivedGraphs:
+        return cls(contents[ENCODER_FILE], contents[FRONTEND_FILE], contents[GENERATOR_FILE])
 
 
 def derived_folder(directory: Path) -> Path:
@@ -163,8 +168,8 @@ def _writable(directory: Path) -> bool:
 def split_graphs(source: Path, source_sha256: str, directory: Path) -> DerivedGraphs:
     """The verified graphs for `source` under `directory`, derived now if missing or stale."""
     folder = derived_folder(directory)
-    ensure_derived(folder, source_sha256, DERIVATION_VERSION, DERIVED_FILES, lambda out: derive(source, out))
-    return DerivedGraphs(folder / ENCODER_FILE, folder / FRONTEND_FILE, folder / GENERATOR_FILE)
+    loaded = load_derived(folder, source_sha256, DERIVATION_VERSION, DERIVED_FILES, lambda out: derive(source, out))
+    return DerivedGraphs.of(loaded.contents)
 
 
 def derive(source: Path, out: Path) -> list[str]:
@@ -187,7 +192,7 @@ def derive(source: Path, out: Path) -> list[str]:
         graph_model.graph.name = f"{model.graph.name or 'kokoro'} split v{DERIVATION_VERSION} {name}"
         onnx.checker.check_model(graph_model)
         onnx.save(graph_model, str(out / name))
-    _prove_equivalent(source, DerivedGraphs(out / ENCODER_FILE, out / FRONTEND_FILE, out / GENERATOR_FILE))
+    _prove_equivalent(source, DerivedGraphs.of({name: (out / name).read_bytes() for name in DERIVED_FILES}))
     return list(DERIVED_FILES)
 
 
@@ -292,8 +297,9 @@ def _prove_equivalent(source: Path, graphs: DerivedGraphs) -> None:
     options.intra_op_num_threads = 1
     providers = ["CPUExecutionProvider"]
 
-    def run(path: Path, inputs: dict[str, Any]) -> list[Any]:
-        session = onnxruntime.InferenceSession(str(path), options, providers=providers)
+    def run(graph: Path | bytes, inputs: dict[str, Any]) -> list[Any]:
+        model = graph if isinstance(graph, bytes) else str(graph)
+        session = onnxruntime.InferenceSession(model, options, providers=providers)
         # The generator's carried statistics (if any) carry nothing: its own statistics, as the source.
         nothing_carried = no_carried_statistics([value.name for value in session.get_inputs()])
         outputs: list[Any] = session.run(None, {**inputs, **nothing_carried})

@@ -106,9 +106,9 @@ class OnnxSplitRuntime:
         options = session_options(onnxruntime, threads)
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         providers = ["CPUExecutionProvider"]
-        self._encoder: Any = onnxruntime.InferenceSession(str(graphs.encoder), options, providers=providers)
-        self._frontend: Any = onnxruntime.InferenceSession(str(graphs.frontend), options, providers=providers)
-        self._generator: Any = onnxruntime.InferenceSession(str(graphs.generator), options, providers=providers)
+        self._encoder: Any = onnxruntime.InferenceSession(graphs.encoder, options, providers=providers)
+        self._frontend: Any = onnxruntime.InferenceSession(graphs.frontend, options, providers=providers)
+        self._generator: Any = onnxruntime.InferenceSession(graphs.generator, options, providers=providers)
         self._shrink = run_options(onnxruntime)
         generator_inputs = [value.name for value in self._generator.get_inputs()]
         self._nothing_carried = no_carried_statistics(generator_inputs)
