@@ -186,3 +186,20 @@ async def test_close_flushes_the_streamed_utterance() -> None:
     assert (await talk.until("flushed"))["request_ids"] == ["u.1"]
     await talk.until("synthesis_complete", "u.1")
     await talk.until("session_closed")
+
+
+async def test_an_id_cancelled_while_synthesized_ahead_may_be_used_again_at_once() -> None:
+    engine = HeldToneEngine()
+    talk = await converse(engine)
+    engine.hold()
+    talk.send({"type": "synthesize", "text": LONG, "request_id": "r0"})
+    talk.send({"type": "synthesize", "text": "Old text.", "request_id": "again"})
+    await talk.until("synthesis_start", "r0")
+    talk.send({"type": "cancel", "request_id": "again"})
+    talk.send({"type": "synthesize", "text": "The new text, a little longer.", "request_id": "again"})
+    assert (await talk.until("cancelled"))["request_ids"] == ["again"]
+    engine.release()
+    await talk.until("synthesis_complete", "again")
+    # The new request's audio, not the cancelled one's.
+    expected = 2 * engine.samples_for("The new text, a little longer.")
+    assert requests_of(talk.seen) == [("r0", 2 * engine.samples_for(LONG)), ("again", expected)]

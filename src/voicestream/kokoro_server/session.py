@@ -466,8 +466,8 @@ class ServerSession:
     async def _synthesis_loop(self) -> None:
         while True:
             request = await self._requests.get()
-            if request.request_id not in self._pending:
-                continue  # cancelled while it waited
+            if self._pending.get(request.request_id) is not request:
+                continue  # cancelled while it waited (its id may be in use again since)
             self._synthesizing = request.request_id
             request_id_var.set(request.request_id)
             audio = RequestAudio(AudioStream(self.runtime, request, self._playback), self._max_frames)
@@ -488,8 +488,8 @@ class ServerSession:
         while True:
             audio = await self._next_or_keepalive(self._outbox, None)
             request = audio.request
-            if request.request_id not in self._pending:
-                continue  # cancelled after it was synthesized ahead
+            if self._pending.get(request.request_id) is not request:
+                continue  # cancelled after it was synthesized ahead (its id may be in use again)
             request_id_var.set(request.request_id)
             start = SynthesisStart(request.request_id, request.format, request.sample_rate, request.voice)
             await self._send_control(start)
