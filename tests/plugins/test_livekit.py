@@ -140,6 +140,31 @@ async def test_aclose_makes_the_server_cancel(tone: ServerProcess, closer: str) 
     assert ended[-1]["reason"] in ("close", "disconnect")
 
 
+async def test_an_interrupted_stream_leaves_its_session_to_the_next_reply(tone: ServerProcess) -> None:
+    engine = TTS(url=tone.url)
+    async with asyncio.timeout(BOUND_S):
+        stream = engine.stream()
+        for token in tokenize(LONG):
+            stream.push_text(token)
+        stream.end_input()
+        got = 0
+        async for _event in stream:
+            got += 1
+            if got == 3:
+                break
+        await stream.aclose()  # the agent was interrupted
+        opened = len(tone.log_events("session_open"))
+        reply = engine.stream()
+        reply.push_text("And now something short.")
+        reply.end_input()
+        events = [event async for event in reply]
+        await engine.aclose()
+    assert pcm(events), "the next reply was spoken"
+    assert len(tone.log_events("session_open")) == opened, "the interruption reconnected"
+    cancelled = tone.wait_for_log("cancelled")
+    assert cancelled[-1]["request_ids"], cancelled  # the interrupted reply's work was dropped
+
+
 def test_exactly_one_destination() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         TTS()

@@ -20,6 +20,7 @@ from voicestream.speech import (
     Cancelled,
     ConnectionLostError,
     Event,
+    Flushed,
     Pong,
     ProtocolViolationError,
     RequestCompleted,
@@ -186,3 +187,30 @@ async def test_the_servers_session_closed_ends_the_event_stream() -> None:
     async with BidiSession(ScriptedTransport(script), close_timeout=0.2) as session:
         events = [event async for event in session.events()]
     assert events == [SessionClosed(reason="idle_timeout")]
+
+
+async def test_streamed_text_becomes_pieces_the_client_tracks_and_can_cancel() -> None:
+    session, _ = await memory_session()
+    async with session:
+        assert await session.append("Hello there. And", request_id="reply") == "reply"
+        assert await session.append(" the rest") == "reply"
+        with pytest.raises(ValueError, match="flush"):
+            await session.append("x", request_id="other")
+        await session.flush()
+        events = await events_until(session, Flushed)
+        flushed = events[-1]
+        assert isinstance(flushed, Flushed) and flushed.request_ids == ("reply.1", "reply.2")
+        await events_until(session, RequestCompleted, "reply.2")
+        assert [session.timings[rid].outcome for rid in flushed.request_ids] == ["complete", "complete"]
+        # A streamed utterance is cancelled by its own id: its pieces are dropped, nothing else.
+        kept = await session.send("Before it.")
+        await session.append("One piece here. Another one here. And a part", request_id="later")
+        await session.cancel("later")
+        cancelled = (await events_until(session, Cancelled))[-1]
+        assert isinstance(cancelled, Cancelled) and cancelled.request_id == "later"
+        assert set(cancelled.request_ids) <= {"later.1", "later.2"}
+        await events_until(session, RequestCompleted, kept)
+        assert session.timings[kept].outcome == "complete"
+        await session.cancel("no-such-request")
+        answer = (await events_until(session, Cancelled))[-1]
+        assert isinstance(answer, Cancelled) and answer.request_ids == ()

@@ -274,6 +274,21 @@ async def test_cancel_closes_the_connection_and_the_next_send_opens_another() ->
     assert sent(fresh)[0]["type"] == "session.config"
 
 
+async def test_cancel_of_one_request_drops_its_audio_and_keeps_the_connection() -> None:
+    server = TurnTransport([utterance(0), utterance(1), utterance(2)], trigger="input.done")
+    async with session_over(server) as session:
+        first, second, third = [await session.send(text) for text in ("One.", "Two.", "Three.")]
+        await session.cancel(second)
+        events = await collect(session, RequestCompleted, 2)
+        await session.cancel(second)  # already ended: nothing to drop
+        again = await collect(session, Cancelled)
+    assert [e for e in events if isinstance(e, Cancelled)] == [Cancelled(request_ids=(second,), request_id=second)]
+    assert again[-1] == Cancelled(request_ids=(), request_id=second)
+    assert [e.request_id for e in events if isinstance(e, RequestCompleted)] == [first, third]
+    assert not [e for e in events if isinstance(e, (Audio, SynthesisStart)) and e.request_id == second]
+    assert session.timings[second].outcome == "cancelled" and session.connections == 1
+
+
 async def test_a_new_voice_resends_the_config_between_utterances() -> None:
     server = TurnTransport([utterance(0), utterance(1), utterance(2)], trigger="input.done")
     async with session_over(server) as session:

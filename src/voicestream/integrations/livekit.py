@@ -12,9 +12,10 @@
   was spoken. The server's word timings come out as `TimedString`s on the segment's timeline
   (`aligned_transcript=True`), which LiveKit's transcription synchronizer plays in step with
   the audio.
-- Sessions are pooled (`prewarm()` opens one ahead of the first turn); a stream that ends
-  cleanly gives its session back, one that is closed early (`aclose()`: barge-in, the agent
-  was interrupted) sends `cancel` so the server stops synthesizing at once, and closes it.
+- Sessions are pooled (`prewarm()` opens one ahead of the first turn); a stream gives its
+  session back when it ends. One closed early (`aclose()`: barge-in, the agent was
+  interrupted) first sends `cancel`, so the server stops synthesizing at once, and the next
+  reply speaks on the same session: an interruption never reconnects.
   `TTS.aclose()` does that for every stream still open and closes the pool.
 """
 
@@ -197,11 +198,17 @@ class TTS(tts.TTS):
 
 
 async def _finish(pool: _SessionPool, session: SpeechSession, outstanding: bool) -> None:
-    """Give a session back, or cancel what it still has in flight and close it."""
+    """Give a session back; one interrupted with requests in flight first cancels them (it
+    serves one stream at a time: they are all this stream's), so the next stream reuses it and
+    an interruption never reconnects. What the cancelled requests still had on its way, and
+    the `cancelled` answer, reach the next stream, which reads only its own request ids."""
+    reusable = True
     if outstanding:
-        with contextlib.suppress(SessionError):
+        try:
             await session.cancel()
-    await pool.release(session, reusable=not outstanding)
+        except SessionError:
+            reusable = False
+    await pool.release(session, reusable=reusable)
 
 
 def _refusal(event: ErrorMessage) -> APIStatusError:

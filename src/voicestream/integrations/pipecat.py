@@ -16,9 +16,10 @@ How it maps onto Pipecat's TTS base (pipecat-ai 1.14, `TTSService`):
 - Word timestamps: the server's `words` frames, shifted to the context's own timeline (the audio
   of its earlier sentences), go to `add_word_timestamps`: Pipecat then emits `TTSTextFrame`s in
   step with playback.
-- Interruption: `on_audio_context_interrupted` drops the context and sends ONE `cancel` (the
-  server drops queued sentences and stops the one in progress); audio of the dropped requests
-  that was already on its way is discarded.
+- Interruption: `on_audio_context_interrupted` drops the context and cancels its requests by
+  id (`cancel` with `request_id`: the server stops the one in progress and drops the queued
+  ones; other contexts' requests go on); the session stays open, so an interruption never
+  reconnects. Audio of the dropped requests that was already on its way is discarded.
 - Metrics: Pipecat's TTFB (context start → first audio) and TTS usage metrics.
 - The session is opened at `start`, kept alive with pings, and reopened on the next sentence
   if the server closed it (idle limit, restart).
@@ -363,8 +364,7 @@ class VoicestreamTTSService(TTSService):
     # --- interruption --------------------------------------------------------------------------
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
-        """Barge-in: forget the context and stop the server's work on it (one `cancel` covers
-        every request the session has queued or in progress)."""
+        """Barge-in: forget the context and stop the server's work on its requests."""
         await self.stop_all_metrics()
         context = self._contexts.pop(context_id, None)
         dropped = [rid for rid, ctx in self._context_of.items() if ctx == context_id]
@@ -373,9 +373,16 @@ class VoicestreamTTSService(TTSService):
             self._starts_at.pop(request_id, None)
             self._rate_of.pop(request_id, None)
         session = self._session
-        if session is not None and (dropped or (context is not None and context.pending)):
-            try:
-                await session.cancel()
-            except SessionError as error:
-                logger.warning("%s: cancel failed: %s", self, error)
+        if session is not None:
+            # This context's requests alone: another audio context Pipecat still holds keeps its
+            # audio. Last first, so that the server never starts a queued one in between; the
+            # one in progress (the first) is stopped last, a few messages later. The session
+            # stays open: an interruption never reconnects.
+            ordered = dict.fromkeys([*dropped, *(context.pending if context is not None else ())])
+            for request_id in reversed(ordered):
+                try:
+                    await session.cancel(request_id)
+                except SessionError as error:
+                    logger.warning("%s: cancel failed: %s", self, error)
+                    break
         await super().on_audio_context_interrupted(context_id)

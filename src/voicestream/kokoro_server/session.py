@@ -19,6 +19,11 @@ end of the session cancels them, which abandons the engine step in flight (at mo
 A client that reads its audio more than `max_consumer_lag_s` slower than real time (asgi.py's
 `ConsumerLag`) ends the session with `slow_consumer`: with unfinished requests a session counts
 as active, so otherwise a client reading a trickle would hold a session slot for its hour.
+
+`cancel` with a `request_id` drops that request alone (see `_cancel`): the others go on.
+
+Streamed input (`append`, `flush`) feeds a `SentenceChunker` per session: each piece it cuts is
+queued as an ordinary request, so everything above holds for it unchanged.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any, Final, Protocol, TypeVar
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from voicestream.asgi import ConsumerLag, SlowConsumerError
+from voicestream.chunker import SentenceChunker
 from voicestream.engine.base import InvalidRequestError
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.playback import PlaybackClock
@@ -43,11 +49,14 @@ from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (
     DEFAULT_VOICE,
+    Append,
     AudioFormat,
     Cancel,
     Cancelled,
     Close,
     Config,
+    Flush,
+    Flushed,
     Ping,
     Pong,
     Queued,
@@ -134,6 +143,12 @@ class ServerSession:
         self.defaults = SessionDefaults()
         self._pending: dict[str, SpeechRequest] = {}  # accepted and not finished, in order
         self._sequence = 0
+        self._utterance_of: dict[str, str] = {}  # pending piece of streamed input -> its utterance
+        # The open streamed utterance: its id, the chunker holding its partial sentence, its pieces.
+        self._utterance: str | None = None
+        self._chunker = SentenceChunker()
+        self._pieces: list[str] = []
+        self._synthesizing: str | None = None  # the request the synthesis task is on
         self._send_lock = asyncio.Lock()
         self._lag = ConsumerLag(self.limits.max_consumer_lag_s)
         self._wake = asyncio.Event()  # pipeline drained (while closing) or failed
@@ -197,6 +212,7 @@ class ServerSession:
         await self.channel.close(code, reason)
 
     def _start_pipeline(self) -> None:
+        self._synthesizing = None
         self._requests = asyncio.Queue()
         self._outbox = asyncio.Queue(maxsize=1)
         self._tasks = [
@@ -298,13 +314,19 @@ class ServerSession:
                 raise ProtocolError(ErrorCode.INVALID_REQUEST, "the session is closing: only cancel is accepted")
             if isinstance(message, Synthesize):
                 self._accept(message)
+            elif isinstance(message, Append):
+                await self._append(message)
+            elif isinstance(message, Flush):
+                await self._flush()
             elif isinstance(message, Config):
                 self._configure(message)
             elif isinstance(message, Cancel):
-                await self._cancel()
+                await self._cancel(message.request_id)
             elif isinstance(message, Ping):
                 await self._send_control(Pong(**self.runtime.identity()))
             elif isinstance(message, Close):
+                if self._utterance is not None:  # "no more input" ends the streamed text too
+                    await self._flush()
                 self._closing = True
                 log_event("close_requested", unfinished=len(self._pending))
         except ProtocolError as error:
@@ -380,20 +402,92 @@ class ServerSession:
         self._sequence += 1
         return f"{self.session_id}-{self._sequence}"
 
-    async def _cancel(self) -> None:
-        await self._stop_pipeline()
-        self._playback.stop()
-        cancelled = tuple(self._pending)
-        self._pending.clear()
-        self._start_pipeline()
-        log_event("cancelled", request_ids=list(cancelled))
-        await self._send_control(Cancelled(request_ids=cancelled))
+    # --- streamed input --------------------------------------------------------------------
+
+    async def _append(self, message: Append) -> None:
+        # No request_id on these errors: it could read as the end of a request of that id.
+        if self._utterance is None:
+            utterance = message.request_id or self._next_request_id()
+            if utterance in self._pending or utterance in self._utterance_of.values():
+                raise ProtocolError(ErrorCode.DUPLICATE_REQUEST_ID, f"{utterance!r} was already used in this session")
+            self._utterance, self._pieces = utterance, []
+            self._chunker = SentenceChunker()
+        elif message.request_id not in (None, self._utterance):
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST,
+                f"utterance {self._utterance!r} is still open: flush it before appending to another",
+            )
+        for piece in self._chunker.feed(message.text):
+            await self._queue_piece(piece)
+
+    async def _flush(self) -> None:
+        utterance = self._utterance
+        if utterance is not None:
+            rest = self._chunker.flush()
+            if rest is not None:
+                await self._queue_piece(rest)
+        pieces, self._utterance, self._pieces = tuple(self._pieces), None, []
+        log_event("flushed", request_id=utterance, request_ids=list(pieces))
+        await self._send_control(Flushed(request_ids=pieces, request_id=utterance))
+
+    async def _queue_piece(self, text: str) -> None:
+        """Queue one piece of the open utterance as request `<utterance>.<n>` (session config)."""
+        assert self._utterance is not None
+        request_id = f"{self._utterance}.{len(self._pieces) + 1}"
+        try:
+            self._accept(Synthesize(text=text, request_id=request_id))
+        except ProtocolError as error:  # e.g. queue_full: this piece is lost, the session goes on
+            await self._send_control(error.to_message())
+            return
+        self._pieces.append(request_id)
+        self._utterance_of[request_id] = self._utterance
+
+    # --- cancel ----------------------------------------------------------------------------
+
+    async def _cancel(self, request_id: str | None) -> None:
+        """Drop all unfinished requests, or only the one named: a request, or a streamed
+        utterance (its unfinished pieces and, while it is open, its partial text). The others
+        go on in order. An id with nothing unfinished (never sent, or already ended) drops
+        nothing: the answer lists what was dropped, possibly nothing."""
+        if request_id is None or request_id == self._utterance:
+            self._utterance, self._pieces = None, []
+            self._chunker = SentenceChunker()
+        dropped = tuple(
+            rid for rid in self._pending if request_id is None or request_id in (rid, self._utterance_of.get(rid))
+        )
+        sending = next(iter(self._pending), None)  # the request the send task is on (or next)
+        for rid in dropped:
+            del self._pending[rid]
+            self._utterance_of.pop(rid, None)
+        if request_id is None or (sending is not None and sending in dropped):
+            # The audio being sent stops at once. What was synthesized ahead is made again: none
+            # of the requests left had a frame sent yet.
+            await self._stop_pipeline()
+            self._playback.stop()
+            self._start_pipeline()
+            for request in self._pending.values():
+                self._requests.put_nowait(request)
+        elif self._synthesizing in dropped:
+            # The send task skips the dropped requests when it reaches them.
+            await self._restart_synthesis()
+        log_event("cancelled", request_ids=list(dropped), named=request_id)
+        await self._send_control(Cancelled(request_ids=dropped, request_id=request_id))
+
+    async def _restart_synthesis(self) -> None:
+        task, rest = self._tasks[0], self._tasks[1:]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        self._synthesizing = None
+        self._tasks = [self._spawn(self._synthesis_loop(), "synthesis"), *rest]
 
     # --- synthesizing and sending ----------------------------------------------------------
 
     async def _synthesis_loop(self) -> None:
         while True:
             request = await self._requests.get()
+            if self._pending.get(request.request_id) is not request:
+                continue  # cancelled while it waited (its id may be in use again since)
+            self._synthesizing = request.request_id
             request_id_var.set(request.request_id)
             audio = RequestAudio(AudioStream(self.runtime, request, self._playback), self._max_frames)
             await self._outbox.put(audio)
@@ -407,11 +501,14 @@ class ServerSession:
                 log_event("synthesis_failed", logging.ERROR, exc_info=True, error=repr(error))
                 audio.error = public_error(error, request_id=request.request_id).to_message()
             await audio.frames.put(None)
+            self._synthesizing = None
 
     async def _send_loop(self) -> None:
         while True:
             audio = await self._next_or_keepalive(self._outbox, None)
             request = audio.request
+            if self._pending.get(request.request_id) is not request:
+                continue  # cancelled after it was synthesized ahead (its id may be in use again)
             request_id_var.set(request.request_id)
             start = SynthesisStart(request.request_id, request.format, request.sample_rate, request.voice)
             await self._send_control(start)
@@ -443,6 +540,7 @@ class ServerSession:
                 )
             # Only now: had the final frame not gone out, `cancel` must still list this request.
             self._pending.pop(request.request_id, None)
+            self._utterance_of.pop(request.request_id, None)
             log_event(
                 "request_done" if audio.error is None else "request_failed",
                 code=audio.error.code if audio.error else None,

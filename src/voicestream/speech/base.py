@@ -33,7 +33,8 @@ class SpeechSession(Protocol):
 
     `send` returns a request id at once; `events()` yields `SynthesisStart`, `Audio`,
     `RequestCompleted`, `ErrorMessage`, `Cancelled`, `Pong` and `SessionClosed` in server order;
-    `cancel` stops all unfinished requests (answered by `Cancelled`); `close` ends the session.
+    `cancel` stops all unfinished requests, or the one named (answered by `Cancelled`, which
+    lists what was dropped); `close` ends the session.
     """
 
     timings: dict[str, RequestTimings]
@@ -67,7 +68,7 @@ class SpeechSession(Protocol):
         sample_rate: int | None = None,
     ) -> str: ...
 
-    async def cancel(self) -> None: ...
+    async def cancel(self, request_id: str | None = None) -> None: ...
 
     async def ping(self) -> None: ...
 

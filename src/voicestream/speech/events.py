@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from voicestream.wire.bidi import Cancelled, Pong, Queued, SessionClosed, SynthesisStart, Words
+from voicestream.wire.bidi import Cancelled, Flushed, Pong, Queued, SessionClosed, SynthesisStart, Words
 from voicestream.wire.errors import ErrorMessage
 from voicestream.wire.words import WordTiming
 
@@ -85,13 +85,25 @@ class RequestCompleted:
     timings: RequestTimings
 
 
-Event = SynthesisStart | Words | Audio | RequestCompleted | ErrorMessage | Cancelled | Pong | SessionClosed | Queued
+Event = (
+    SynthesisStart
+    | Words
+    | Audio
+    | RequestCompleted
+    | ErrorMessage
+    | Cancelled
+    | Flushed
+    | Pong
+    | SessionClosed
+    | Queued
+)
 
 __all__ = [
     "Audio",
     "Cancelled",
     "ErrorMessage",
     "Event",
+    "Flushed",
     "Outcome",
     "Pong",
     "Queued",

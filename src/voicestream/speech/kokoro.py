@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicestream.wire.bidi import (
+    Append,
     AudioFormat,
     Cancel,
     Cancelled,
     ClientMessage,
     Close,
     Config,
+    Flush,
+    Flushed,
     Ping,
     Pong,
     Queued,
@@ -108,6 +111,10 @@ class BidiSession(SessionLifecycle[_Item]):
         self._close_sent = False
         self._server_closed = False
         self._current: RequestTimings | None = None
+        self._flushes = 0
+        self._utterance: str | None = None  # the streamed utterance `append` is filling
+        self._utterance_of: dict[str, str] = {}  # a piece the server cut -> its utterance
+        self._utterances: dict[str, float] = {}  # every utterance appended to -> its first append
 
     # --- construction helpers ---------------------------------------------------------------
 
@@ -265,12 +272,47 @@ class BidiSession(SessionLifecycle[_Item]):
         self._ensure_open()
         await self._send_message(Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate))
 
-    async def cancel(self) -> None:
-        """Barge-in: drop queued requests and stop the one in progress (answered `Cancelled`)."""
+    async def append(self, text: str, *, request_id: str | None = None) -> str:
+        """Stream `text` (an LLM token, say) into the open utterance and return its id; the
+        server cuts sentences out of it and speaks each one as a request `<id>.<n>` with the
+        session's config. The first append after a flush opens a new utterance (`request_id`
+        names it, else one is made up); `flush()` ends it."""
+        if not isinstance(text, str):
+            raise ValueError("text must be a string")
+        self._ensure_open()
+        if self._utterance is None:
+            utterance = request_id if request_id is not None else self._new_request_id()
+            if utterance in self.timings or utterance in self._utterances:
+                raise ValueError(f"request_id {utterance!r} was already used in this session")
+            self._utterance = utterance
+            self._utterances[utterance] = time.perf_counter()
+        elif request_id not in (None, self._utterance):
+            raise ValueError(f"utterance {self._utterance!r} is open: flush() it before starting another")
+        await self._send_message(Append(text=text, request_id=self._utterance))
+        return self._utterance
+
+    async def flush(self) -> None:
+        """End the streamed utterance: its partial sentence is spoken too. Answered by a
+        `Flushed` event listing every request the utterance became."""
         self._ensure_open()
         self._expect()
-        self._cancels.append(set(self._pending))
-        await self._send_message(Cancel())
+        self._flushes += 1
+        self._utterance = None
+        await self._send_message(Flush())
+
+    async def cancel(self, request_id: str | None = None) -> None:
+        """Barge-in: drop queued requests and stop the one in progress (answered `Cancelled`).
+        With `request_id`: drop that request, or that streamed utterance, alone."""
+        self._ensure_open()
+        self._expect()
+        if request_id is None:
+            self._utterance = None
+            self._cancels.append(set(self._pending))
+        else:
+            if request_id == self._utterance:
+                self._utterance = None
+            self._cancels.append({rid for rid in self._pending if request_id in (rid, self._utterance_of.get(rid))})
+        await self._send_message(Cancel(request_id=request_id))
 
     async def ping(self) -> None:
         """Application-level keepalive; answered by a `Pong` event."""
@@ -280,7 +322,7 @@ class BidiSession(SessionLifecycle[_Item]):
         await self._send_message(Ping())
 
     def _expecting(self) -> bool:
-        return bool(self._pending) or self._pings > 0 or bool(self._cancels) or self._close_sent
+        return bool(self._pending) or self._pings > 0 or self._flushes > 0 or bool(self._cancels) or self._close_sent
 
     def _outstanding(self) -> int:
         return len(self._pending)
@@ -404,6 +446,11 @@ class BidiSession(SessionLifecycle[_Item]):
                 if rid in self._pending:
                     self._finish(self._pending[rid], at, "cancelled")
             return message
+        if isinstance(message, Flushed):
+            self._flushes = max(0, self._flushes - 1)
+            for rid in message.request_ids:
+                self._piece(rid)
+            return message
         if isinstance(message, Pong):
             self._pings = max(0, self._pings - 1)
             return message
@@ -424,14 +471,27 @@ class BidiSession(SessionLifecycle[_Item]):
         timing.audio_frames += 1
         return Audio(request_id=timing.request_id, data=payload)
 
-    def _known(self, request_id: str, what: str) -> RequestTimings:
+    def _piece(self, request_id: str) -> RequestTimings | None:
+        """The timings of `<utterance>.<n>`, a piece the server cut from text this session
+        appended: made when the server first names it (`flushed` or its `synthesis_start`)."""
         timing = self.timings.get(request_id)
+        utterance = request_id.rpartition(".")[0]
+        if timing is None and utterance in self._utterances:
+            timing = RequestTimings(request_id=request_id, text="", sent_at=self._utterances[utterance])
+            self.timings[request_id] = timing
+            self._pending[request_id] = timing
+            self._utterance_of[request_id] = utterance
+        return timing
+
+    def _known(self, request_id: str, what: str) -> RequestTimings:
+        timing = self.timings.get(request_id) or self._piece(request_id)
         if timing is None:
             raise ProtocolViolationError(f"{what} for request {request_id!r}, which this session never sent")
         return timing
 
     def _finish(self, timing: RequestTimings, at: float, outcome: Outcome) -> None:
         self._pending.pop(timing.request_id, None)
+        self._utterance_of.pop(timing.request_id, None)
         if timing.completed_at is None:
             timing.completed_at = at
             timing.outcome = outcome

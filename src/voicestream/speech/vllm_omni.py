@@ -339,10 +339,22 @@ class VllmOmniSession(SessionLifecycle[_Item]):
                 raise
         return rid
 
-    async def cancel(self) -> None:
+    async def cancel(self, request_id: str | None = None) -> None:
         """Stop every unfinished request: close this connection (the server aborts what it is
-        generating), answer `Cancelled` here; the next `send` opens a new connection."""
+        generating), answer `Cancelled` here; the next `send` opens a new connection.
+
+        With `request_id`, that request alone: vLLM-Omni cannot abort one utterance of a
+        connection, so it is answered cancelled at once and whatever the server still makes of
+        it is dropped here; the others go on, on the same connection."""
         self._ensure_open()
+        if request_id is not None:
+            request = self._pending.get(request_id)
+            alone = [request] if request is not None and not request.finished else []
+            for each in alone:
+                self._finish(each, time.perf_counter(), "cancelled")
+            self._push(Cancelled(request_ids=tuple(each.rid for each in alone), request_id=request_id))
+            self._answer_pings()
+            return
         async with self._send_lock:
             conn, self._conn = self._conn, None
             if conn is not None:

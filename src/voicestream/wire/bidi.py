@@ -160,7 +160,30 @@ class Config:
 
 
 @dataclass(frozen=True, slots=True)
+class Append:
+    """Streamed input: more text of the open utterance (`request_id` names it; see Flush).
+
+    The server's sentence chunker cuts pieces out of it as soon as their end is certain, and
+    each piece is queued as a request `<utterance id>.<n>` with the session's config."""
+
+    text: str
+    request_id: str | None = None
+    type: ClassVar[str] = "append"
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """End the open utterance: its partial sentence is queued as its last piece (`flushed`)."""
+
+    type: ClassVar[str] = "flush"
+
+
+@dataclass(frozen=True, slots=True)
 class Cancel:
+    """Without `request_id`: drop everything. With one: drop that request (or streamed
+    utterance) and every request sent after it; those sent before it go on."""
+
+    request_id: str | None = None
     type: ClassVar[str] = "cancel"
 
 
@@ -174,7 +197,7 @@ class Close:
     type: ClassVar[str] = "close"
 
 
-ClientMessage: TypeAlias = Synthesize | Config | Cancel | Ping | Close
+ClientMessage: TypeAlias = Synthesize | Config | Append | Flush | Cancel | Ping | Close
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +249,23 @@ class Words:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
+    """Answers `cancel`: the requests it dropped, in order (empty: nothing was left to drop).
+    `request_id` repeats the cancel's, so a client can tell which cancel this answers."""
+
     request_ids: tuple[str, ...]
+    request_id: str | None = None
     type: ClassVar[str] = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed:
+    """Answers `flush`: `request_id` is the utterance it ended (absent when none was open) and
+    `request_ids` every request the utterance became, in order: it is done when the last of
+    them is (its `synthesis_complete`, `error` or a place in a `cancelled`)."""
+
+    request_ids: tuple[str, ...]
+    request_id: str | None = None
+    type: ClassVar[str] = "flushed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,12 +296,12 @@ class Queued:
 
 
 ServerMessage: TypeAlias = (
-    SynthesisStart | SynthesisComplete | Words | ErrorMessage | Cancelled | Pong | SessionClosed | Queued
+    SynthesisStart | SynthesisComplete | Words | ErrorMessage | Cancelled | Flushed | Pong | SessionClosed | Queued
 )
 
 _SERVER_TYPES: dict[str, type[ServerMessage]] = {
     cls.type: cls
-    for cls in (SynthesisStart, SynthesisComplete, Words, ErrorMessage, Cancelled, Pong, SessionClosed, Queued)
+    for cls in (SynthesisStart, SynthesisComplete, Words, ErrorMessage, Cancelled, Flushed, Pong, SessionClosed, Queued)
 }
 
 
@@ -305,7 +343,7 @@ def parse_server_message(payload: bytes | str) -> ServerMessage:
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown server message type {kind!r}")
     known = {spec.name for spec in fields(cls)}
     values = {key: value for key, value in body.items() if key in known}
-    if cls is Cancelled:
+    if cls is Cancelled or cls is Flushed:
         values["request_ids"] = tuple(values.get("request_ids") or ())
     if cls is Words:
         values["words"] = parse_words(values.get("words"), "words message's words")
@@ -359,8 +397,12 @@ def parse_client_message(
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
             )
+        if kind == "append":
+            return Append(text=_append_text(body, limits), request_id=request_id)
+        if kind == "flush":
+            return Flush()
         if kind == "cancel":
-            return Cancel()
+            return Cancel(request_id=request_id)
         if kind == "ping":
             return Ping()
         if kind == "close":
@@ -372,7 +414,7 @@ def parse_client_message(
         raise ProtocolError(ErrorCode.UNKNOWN_TYPE, 'message has no "type" (and no "text")', request_id)
     raise ProtocolError(
         ErrorCode.UNKNOWN_TYPE,
-        f"unknown message type {kind!r}; expected synthesize, config, cancel, ping or close",
+        f"unknown message type {kind!r}; expected synthesize, config, append, flush, cancel, ping or close",
         request_id,
     )
 
@@ -421,6 +463,20 @@ def _text(body: dict[str, Any], limits: Limits) -> str:
         raise ProtocolError(ErrorCode.MISSING_TEXT, f'"text" must be a string, got {type(text).__name__}')
     if not text.strip():
         raise ProtocolError(ErrorCode.EMPTY_TEXT, '"text" is empty: nothing to speak')
+    if len(text) > limits.max_text_chars:
+        raise ProtocolError(
+            ErrorCode.TEXT_TOO_LONG,
+            f'"text" has {len(text)} characters; the limit is {limits.max_text_chars}',
+        )
+    return text
+
+
+def _append_text(body: dict[str, Any], limits: Limits) -> str:
+    """Streamed text: any string (an LLM token may be a lone space), within the text limit."""
+    text = body.get("text")
+    if not isinstance(text, str):
+        shown = "none" if text is None else type(text).__name__
+        raise ProtocolError(ErrorCode.MISSING_TEXT, f'append needs "text" (a string), got {shown}')
     if len(text) > limits.max_text_chars:
         raise ProtocolError(
             ErrorCode.TEXT_TOO_LONG,
