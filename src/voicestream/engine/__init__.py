@@ -49,8 +49,8 @@ def create_engine(
     `threads` None: the engine's default. `device` None lets the backend choose (torch: CUDA when
     available); "cuda" makes loading fail when CUDA is not usable, instead of quietly running on
     the CPU. `derived_dir` and `decoder_windows` (onnx): where derived graphs live, and the
-    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults. `g2p`
-    (onnx): its G2P worker processes."""
+    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults. `g2p`:
+    the G2P worker processes of the shared front end (frontend.py)."""
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
@@ -62,7 +62,7 @@ def create_engine(
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch import TorchEngine
 
-        return TorchEngine(model_dir=model_dir, device=device, threads=threads)
+        return TorchEngine(model_dir=model_dir, device=device, threads=threads, g2p=g2p)
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 

@@ -27,13 +27,14 @@ import numpy.typing as npt
 from voicestream import env
 from voicestream.engine.assets import OnnxAssets, manifest, onnx_assets
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
-from voicestream.engine.g2p import G2P, G2PSettings, Phonemes
+from voicestream.engine.frontend import TextFrontend
+from voicestream.engine.g2p import G2PSettings, Phonemes
 from voicestream.engine.kokoro_split import choose_derived_dir, split_graphs
 from voicestream.engine.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.pacing import DecodeSpeed, Pace, checked_margin
 from voicestream.engine.split_runtime import DecodedWindow, SentenceFeatures, SplitKokoro
-from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables, parse_voice_spec
+from voicestream.engine.voices import OFFICIAL_VOICES, VoiceTables
 from voicestream.engine.windows import WindowPlan, for_listener
 from voicestream.engine.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.env import DecoderWindows
@@ -101,7 +102,7 @@ class OnnxEngine(SpeechEngine):
         self.pacing = pacing
         self.pacing_margin = checked_margin(pacing_margin)  # refused here, not at the first synthesis
         self._decode_speed = DecodeSpeed()
-        self._g2p = G2P(g2p)
+        self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._split: SplitKokoro | None = None
@@ -125,13 +126,13 @@ class OnnxEngine(SpeechEngine):
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
-        self._g2p.warm("en-us")
+        self._frontend.warm()
 
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
     def close(self) -> None:
-        self._g2p.close()
+        self._frontend.close()
 
     def _voice(self, spec: str) -> VoiceArray:
         """The (blended) style table of a voice spec (cached by canonical blend, bounded)."""
@@ -149,13 +150,10 @@ class OnnxEngine(SpeechEngine):
 
     def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
-        language = parse_voice_spec(voice, self.voices()).language
-        return self._g2p.phonemize_words(text, language).pieces()
+        return self._frontend.pieces(text, voice)
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
-        language = parse_voice_spec(voice, self.voices()).language
-        return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
+        return self._frontend.count(texts, voice)
 
     def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
