@@ -29,6 +29,8 @@ from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, WordT
 from voicestream.engine.frontend import TextFrontend
 from voicestream.engine.g2p import G2PSettings, Phonemes
 from voicestream.engine.torch_assets import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
     TorchAssets,
     blend_voices,
     check_checkpoint,
@@ -38,6 +40,7 @@ from voicestream.engine.torch_assets import (
     torch_assets,
 )
 from voicestream.engine.torch_split import KokoroSplit
+from voicestream.engine.torch_weights import derived_checkpoint, int8_source
 from voicestream.engine.voices import OFFICIAL_VOICES, parse_voice_spec
 from voicestream.engine.windows import WindowPlan, for_listener
 from voicestream.engine.word_timings import tokenize, words_starting_in
@@ -71,15 +74,20 @@ class TorchEngine(SpeechEngine):
         *,
         decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
         g2p: G2PSettings | None = None,
+        derived_dir: Path | None = None,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
         `decoder_windows` None decodes each piece whole (one chunk per piece); `g2p`: the front
-        end's worker processes (each conversion time-bounded: g2p.py)."""
+        end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
+        directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
+        once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
+        `derived-torch/` beside the model when writable, else voicestream's cache)."""
         super().__init__()
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
         self.threads = threads
         self.decoder_windows = decoder_windows
+        self.derived_dir = derived_dir
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
@@ -89,7 +97,7 @@ class TorchEngine(SpeechEngine):
         self._voice_files: dict[str, torch.Tensor] = {}
 
     def _load(self) -> None:
-        assets = torch_assets(self.model_dir)
+        assets = self._locate_assets()
         config = read_config(assets.config)
         checkpoint = open_checkpoint(assets.checkpoint)
         self.device = self._resolve_device()
@@ -109,6 +117,15 @@ class TorchEngine(SpeechEngine):
         self._frontend.warm()
         for _chunk in self._run(self._prepare("Hello.", DEFAULT_VOICE, 1.0)):
             pass
+
+    def _locate_assets(self) -> TorchAssets:
+        """hexgrad's checkpoint when the directory holds it; else one derived from the int8 export."""
+        root = self.model_dir
+        source = int8_source(root)
+        if not (root / CHECKPOINT_FILE).is_file() and source is not None and (root / CONFIG_FILE).is_file():
+            checkpoint = derived_checkpoint(source, root / CONFIG_FILE, self.derived_dir)
+            return TorchAssets(root=root, config=root / CONFIG_FILE, checkpoint=checkpoint)
+        return torch_assets(root)
 
     @property
     def split(self) -> KokoroSplit:
