@@ -50,8 +50,8 @@ from voicestream.engine.onnx.engine import (
     window_plan,
 )
 from voicestream.engine.onnx.lookahead import head_split
-from voicestream.engine.onnx.word_timings import tokenize
 from voicestream.engine.streaming.windows import WindowPlan, plan_windows
+from voicestream.engine.streaming.word_timings import tokenize
 from voicestream.kokoro_server.playback import PlaybackClock
 
 TEXT = (

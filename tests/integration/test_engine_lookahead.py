@@ -20,8 +20,8 @@ from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, O
 from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
 from voicestream.engine.onnx.lookahead import HeadSplit, frames_before, head_split, join
 from voicestream.engine.onnx.runtime import SentenceFeatures
-from voicestream.engine.onnx.word_timings import TokenWord, tokenize, word_frames
 from voicestream.engine.streaming.windows import plan_windows
+from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_frames
 
 # One sentence's seams may be past the gate's mean (below), not by far: a window cut off too short
 # puts 4 dB or more near every seam (benchmarks/seam_margins.py).

@@ -52,9 +52,9 @@ from voicestream.engine.onnx.graphs import (
     split_graphs,
 )
 from voicestream.engine.onnx.runtime import NormStatistics, OnnxSplitRuntime, SentenceFeatures
-from voicestream.engine.onnx.word_timings import FRAME_S
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, paced_core
 from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.streaming.word_timings import FRAME_S
 
 LONG_SENTENCE = (
     "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near "

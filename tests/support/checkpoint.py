@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import tempfile
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,9 +28,8 @@ from voicestream.engine.models.torch_assets import (
     CONFIG_FILE,
     TorchAssets,
     load_voice_tensor,
-    read_config,
 )
-from voicestream.engine.torch.engine import REPO_ID, import_kokoro
+from voicestream.engine.torch.weights import kmodel_architecture, save_checkpoint
 
 FRAMES_PER_SECOND = 40  # kokoro's duration unit: one frame is 600 samples at 24 kHz
 PHONEME_SECONDS = 0.075  # about what the trained model gives a phoneme at speed 1
@@ -43,15 +40,9 @@ DEFAULT_VOICES = ("af_heart", "am_michael", "bf_emma", "bm_george")
 
 def random_kmodel(config: Path, *, seed: int = 0, phoneme_s: float = PHONEME_SECONDS) -> Any:
     """kokoro's KModel built from `config`, randomly initialised from `seed`, durations calibrated."""
-    kmodel_class, _ = import_kokoro()
-    with tempfile.TemporaryDirectory(prefix="voicestream-ckpt-") as scratch:
-        # KModel loads whatever checkpoint it is given; an empty one leaves the fresh init in place.
-        empty = Path(scratch) / "empty.pth"
-        torch.save({}, empty)
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.simplefilter("ignore", (UserWarning, FutureWarning))
-            torch.manual_seed(seed)
-            model = kmodel_class(repo_id=REPO_ID, config=read_config(config), model=str(empty))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = kmodel_architecture(config)
     calibrate_durations(model, phoneme_s)
     calibrate_pitch(model)
     return model.eval()
@@ -81,13 +72,6 @@ def calibrate_pitch(model: Any, centre_hz: float = PITCH_HZ, spread_hz: float = 
     with torch.no_grad():
         layer.weight.mul_(spread_hz)
         layer.bias.mul_(spread_hz).add_(centre_hz)
-
-
-def save_checkpoint(model: Any, path: Path) -> Path:
-    """Save `model` in kokoro-v1_0.pth's format: {component name: its state dict}."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({name: child.state_dict() for name, child in model.named_children()}, path)
-    return path
 
 
 def convert_voices(source_dir: Path, out_dir: Path, voices: Iterable[str]) -> list[Path]:

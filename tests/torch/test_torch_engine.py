@@ -197,3 +197,11 @@ def test_factory_creates_the_torch_backend(model_dir: Path) -> None:
     assert isinstance(engine, TorchEngine)
     assert engine.model_dir == model_dir
     assert not engine.loaded
+
+
+def test_factory_puts_weights_derived_from_the_int8_export_under_the_derived_dir(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    engine = create_engine("torch", model_dir=model_dir, derived_dir=tmp_path)
+    assert isinstance(engine, TorchEngine)
+    assert engine.derived_dir == tmp_path / "derived-torch"

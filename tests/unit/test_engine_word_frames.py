@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.engine.onnx.word_timings import FRAME_S, TokenWord, tokenize, word_frames, words_starting_in
+from voicestream.engine.streaming.word_timings import FRAME_S, TokenWord, tokenize, word_frames, words_starting_in
 from voicestream.engine.text.g2p import Phonemes, SpokenWord, align_words
 
 

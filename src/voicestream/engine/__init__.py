@@ -46,9 +46,10 @@ def create_engine(
     """An engine of `backend`, not loaded yet. `model_dir` None: `voicestream.env.default_model_dir()`;
     `threads` None: the engine's default. `device` None lets the backend choose (torch: CUDA when
     available); "cuda" makes loading fail when CUDA is not usable, instead of quietly running on
-    the CPU. `derived_dir` and `decoder_windows` (onnx): where derived graphs live, and the
-    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults. `g2p`
-    (onnx): its G2P worker processes."""
+    the CPU. `derived_dir`: where derived files live (onnx: the split graphs; torch: weights derived
+    from the int8 export, in its `derived-torch/`). `decoder_windows` (onnx): the
+    decoder's window sizes (first, growth, largest) or "off"; None: the engine's defaults. `g2p`:
+    the G2P worker processes of the shared front end (frontend.py)."""
     if backend == "onnx":
         if device not in (None, "cpu"):
             raise EngineError(f"the onnx backend runs on the CPU only, not on {device!r}: use torch for CUDA")
@@ -59,8 +60,11 @@ def create_engine(
     if backend == "torch":
         # Imported here: torch is only installed where the torch extra is (the GPU container).
         from voicestream.engine.torch.engine import TorchEngine
+        from voicestream.engine.torch.weights import DERIVED_DIR
 
-        return TorchEngine(model_dir=model_dir, device=device, threads=threads)
+        # Without hexgrad's checkpoint it derives one from the int8 export (torch_weights.py).
+        torch_derived = derived_dir / DERIVED_DIR if derived_dir is not None else None
+        return TorchEngine(model_dir=model_dir, device=device, threads=threads, g2p=g2p, derived_dir=torch_derived)
     raise EngineError(f"unknown engine backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 

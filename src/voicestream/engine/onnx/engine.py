@@ -27,16 +27,17 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
 from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures
-from voicestream.engine.onnx.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
-from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
+from voicestream.engine.streaming.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.text.frontend import TextFrontend
+from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
 from voicestream.wire.voices import OFFICIAL_VOICES
@@ -116,7 +117,7 @@ class OnnxEngine(SpeechEngine):
         self.strategy = strategy
         self.derived_dir = derived_dir
         self._decode_speed = DecodeSpeed()
-        self._g2p = G2P(g2p)
+        self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._split: OnnxSplitRuntime | None = None
@@ -140,13 +141,13 @@ class OnnxEngine(SpeechEngine):
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._assets = assets
         self._voice("af_heart")
-        self._g2p.warm("en-us")
+        self._frontend.warm()
 
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
     def close(self) -> None:
-        self._g2p.close()
+        self._frontend.close()
 
     def _voice(self, spec: str) -> VoiceArray:
         """The (blended) style table of a voice spec (cached by canonical blend, bounded)."""
@@ -165,13 +166,10 @@ class OnnxEngine(SpeechEngine):
 
     def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
-        language = check_voice(voice, self.voices()).language
-        return self._g2p.phonemize_words(text, language).pieces()
+        return self._frontend.pieces(text, voice)
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        # One G2P task for the whole request, time-bounded; synthesis then finds each text cached.
-        language = check_voice(voice, self.voices()).language
-        return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, language))
+        return self._frontend.count(texts, voice)
 
     def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)

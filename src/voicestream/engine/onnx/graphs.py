@@ -53,6 +53,7 @@ import numpy as np
 
 from voicestream.engine.models.assets import AssetError
 from voicestream.engine.models.derived import load_derived, stale_reason
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME as SAMPLES_PER_FRAME  # the cut's frame
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, ValueInfoProto
@@ -65,7 +66,6 @@ FRONTEND_FILE = "kokoro-frontend.int8.onnx"
 GENERATOR_FILE = "kokoro-generator.int8.onnx"
 DERIVED_FILES = (ENCODER_FILE, FRONTEND_FILE, GENERATOR_FILE)
 
-SAMPLES_PER_FRAME = 600
 HARMONICS = 9
 HIDDEN_CHANNELS = 512
 # Frames each side that a window's core depends on (measured, see the module docstring).

@@ -22,6 +22,9 @@ import numpy as np
 
 from voicestream.engine.base import FloatAudio
 
+# Kokoro's frame: the unit of its durations and of every window, 25 ms at 24 kHz.
+SAMPLES_PER_FRAME = 600
+
 
 @dataclass(frozen=True, slots=True)
 class WindowPlan:

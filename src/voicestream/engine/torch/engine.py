@@ -1,11 +1,10 @@
-"""Kokoro-82M on PyTorch through the `kokoro` package (KModel + KPipeline): the GPU engine.
+"""Kokoro-82M on PyTorch through the `kokoro` package (its KModel): the GPU engine.
 
 This is the production container's engine. It loads everything from a local model
 directory (see torch_assets.py) and never downloads. One KModel serves every language;
-one KPipeline (misaki G2P) per language actually used, built on first use.
-
-Threads: G2P (misaki, spaCy, espeak-ng's process-global state) runs under one lock;
-inference runs outside it, so requests from several worker threads overlap on the model.
+text becomes phonemes in the front end every engine shares (frontend.py: misaki in pooled,
+time-bounded worker processes, so one session's pathological text neither stalls another's
+nor runs unbounded). Requests from several worker threads overlap on the model.
 
 Streaming inside a sentence (torch_split.py, docs/engine.md): per phoneme piece the encoder runs
 once, then the decoder runs over windows of frames (windows.py, the ONNX engine's plan and
@@ -25,16 +24,11 @@ import numpy as np
 import torch
 
 from voicestream import env
-from voicestream.engine.base import (
-    AudioChunk,
-    EngineError,
-    SpeechEngine,
-    UnsupportedLanguageError,
-    WordTiming,
-    check_voice,
-)
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, WordTiming, check_voice
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
     TorchAssets,
     blend_voices,
     check_checkpoint,
@@ -44,13 +38,15 @@ from voicestream.engine.models.torch_assets import (
     torch_assets,
 )
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
-from voicestream.engine.text.g2p import MAX_PHONEMES, split_phonemes
+from voicestream.engine.streaming.word_timings import tokenize, words_starting_in
+from voicestream.engine.text.frontend import TextFrontend
+from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.torch.split import TorchSplitRuntime
+from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
-from voicestream.wire.voices import LANGUAGE_OF_PREFIX, OFFICIAL_VOICES
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
-ENGLISH_CODES = ("a", "b")  # kokoro's lang_codes whose G2P yields word tokens (and so timings)
 # One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
 # context frames cover the decoder's receptive field (14 frames each side, measured on KModel in
 # tests/torch/test_torch_streaming.py) with 2 to spare. Windows double: a GPU decodes a long
@@ -77,32 +73,37 @@ class TorchEngine(SpeechEngine):
         threads: int | None = None,
         *,
         decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
+        g2p: G2PSettings | None = None,
+        derived_dir: Path | None = None,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
-        `decoder_windows` None decodes each piece whole (one chunk per piece)."""
+        `decoder_windows` None decodes each piece whole (one chunk per piece); `g2p`: the front
+        end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
+        directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
+        once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
+        `derived-torch/` beside the model when writable, else voicestream's cache)."""
         super().__init__()
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
         self.threads = threads
         self.decoder_windows = decoder_windows
+        self.derived_dir = derived_dir
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
         self._split: TorchSplitRuntime | None = None
-        self._pipeline_class: Any = None
-        self._pipelines: dict[str, Any] = {}
-        self._g2p_lock = threading.Lock()
+        self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_lock = threading.Lock()
         self._voice_files: dict[str, torch.Tensor] = {}
 
     def _load(self) -> None:
-        assets = torch_assets(self.model_dir)
+        assets = self._locate_assets()
         config = read_config(assets.config)
         checkpoint = open_checkpoint(assets.checkpoint)
         self.device = self._resolve_device()
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        kmodel_class, self._pipeline_class = import_kokoro()
+        kmodel_class, _pipeline_class = import_kokoro()
         with warnings.catch_warnings():
             # torch's deprecation notes about weight_norm and LSTM dropout inside kokoro's modules.
             warnings.simplefilter("ignore", (UserWarning, FutureWarning))
@@ -111,10 +112,20 @@ class TorchEngine(SpeechEngine):
         self._model = model.to(self.device).eval()
         self._split = TorchSplitRuntime(self._model)
         self._assets = assets
-        # Warm the default voice end to end: US G2P, voice file, first-inference kernel setup
-        # (seconds on CUDA) happen here instead of in the first request.
+        # Warm the default voice end to end: G2P workers, voice file, first-inference kernel
+        # setup (seconds on CUDA) happen here instead of in the first request.
+        self._frontend.warm()
         for _chunk in self._run(self._prepare("Hello.", DEFAULT_VOICE, 1.0)):
             pass
+
+    def _locate_assets(self) -> TorchAssets:
+        """hexgrad's checkpoint when the directory holds it; else one derived from the int8 export."""
+        root = self.model_dir
+        source = int8_source(root)
+        if not (root / CHECKPOINT_FILE).is_file() and source is not None and (root / CONFIG_FILE).is_file():
+            checkpoint = derived_checkpoint(source, root / CONFIG_FILE, self.derived_dir)
+            return TorchAssets(root=root, config=root / CONFIG_FILE, checkpoint=checkpoint)
+        return torch_assets(root)
 
     @property
     def split(self) -> TorchSplitRuntime:
@@ -139,6 +150,9 @@ class TorchEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
+    def close(self) -> None:
+        self._frontend.close()
+
     def voice_tensor(self, spec: str) -> torch.Tensor:
         """The (blended) style table [510, 1, 256] of a voice spec, on the model's device."""
         assets = self._assets
@@ -158,68 +172,34 @@ class TorchEngine(SpeechEngine):
 
     def phonemes(self, text: str, voice: str) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
-        return [phonemes for phonemes, _ in self._phonemize(" ".join(text.split()), voice)]
+        return [piece.text for piece in self._frontend.pieces(text, voice)]
 
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        # In-process G2P under the lock (the ONNX engine's runs in time-bounded worker processes).
-        return sum(len(piece) for text in texts for piece in self.phonemes(text, voice))
+        return self._frontend.count(texts, voice)
 
     def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
         return self._run(self._prepare(text, voice, speed), ahead_s, behind)
 
     def _prepare(self, text: str, voice: str, speed: float) -> _Request:
-        # The chunker sends one sentence: newlines are spaces (KPipeline would split at them).
-        pieces = self._phonemize(" ".join(text.split()), voice)
-        return _Request(pieces, self.voice_tensor(voice), speed)
-
-    def _phonemize(self, text: str, voice: str) -> list[tuple[str, Any]]:
-        """(phonemes, word tokens) pieces of at most 510 phonemes; tokens only for English."""
-        code = check_voice(voice, self.voices()).parts[0][0][0]
-        with self._g2p_lock:
-            pipeline = self._pipeline(code)
-            phonemes, tokens = pipeline.g2p(text)
-        if code not in ENGLISH_CODES:
-            return [(piece, None) for piece in split_phonemes(phonemes) if piece]
-        pieces: list[tuple[str, Any]] = []
-        # KPipeline's own cutter, at punctuation near 510 phonemes: it keeps each piece's tokens.
-        for _, piece, piece_tokens in pipeline.en_tokenize(tokens):
-            if len(piece) <= MAX_PHONEMES:
-                pieces.append((piece, piece_tokens))
-            else:  # one giant token (kokoro would truncate it): cut it, without timings
-                pieces.extend((part, None) for part in split_phonemes(piece))
-        return [(piece, piece_tokens) for piece, piece_tokens in pieces if piece]
-
-    def _pipeline(self, code: str) -> Any:
-        """The KPipeline of one language, built once (the caller holds the G2P lock)."""
-        pipeline = self._pipelines.get(code)
-        if pipeline is None:
-            try:
-                pipeline = self._pipeline_class(lang_code=code, repo_id=REPO_ID, model=self._model)
-            except ImportError as error:
-                language = LANGUAGE_OF_PREFIX.get(code, code)
-                raise UnsupportedLanguageError(
-                    f"voices of language {language!r} need misaki's extra for it ({error.name} is not "
-                    "installed); use an English (a*/b*), Spanish, French, Hindi, Italian or Portuguese voice"
-                ) from None
-            self._pipelines[code] = pipeline
-        return pipeline
+        return _Request(self._frontend.pieces(text, voice), self.voice_tensor(voice), speed)
 
     def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
         split, offset_s = self.split, 0.0
         frame_s = split.samples_per_frame / SAMPLE_RATE
-        for index, (phonemes, tokens) in enumerate(request.pieces):
+        for index, piece in enumerate(request.pieces):
+            ids, token_words = tokenize(piece, split.model.vocab)
+            if not ids:  # nothing the model's vocabulary speaks
+                continue
+            phonemes = piece.text
             # Only the first piece knows what is ahead of it (windows.py's `ahead`).
             plan = for_listener(self.decoder_windows, frame_s, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
             # Grad mode is thread-local: inference mode is entered around model calls only, never
             # across a yield into the consumer's code (split.stream does the same per window).
             with torch.inference_mode():
                 features = split.encode(phonemes, request.voice[len(phonemes) - 1], request.speed)
-            words: tuple[WordTiming, ...] = ()
-            if tokens is not None:
-                self._pipeline_class.join_timestamps(tokens, features.durations)
-                words = _word_timings(tokens, offset_s)
+            words = words_starting_in(token_words, features.durations.numpy()[None], 0, features.frames, offset_s)
             total = features.frames * split.samples_per_frame
             emitted = 0
             for samples in split.stream(features, plan):
@@ -233,11 +213,11 @@ class TorchEngine(SpeechEngine):
 
 
 class _Request:
-    """Everything one synthesis needs after G2P: the work that runs outside the G2P lock."""
+    """Everything one synthesis needs after G2P: the model's work."""
 
     __slots__ = ("pieces", "speed", "voice")
 
-    def __init__(self, pieces: list[tuple[str, Any]], voice: torch.Tensor, speed: float) -> None:
+    def __init__(self, pieces: list[Phonemes], voice: torch.Tensor, speed: float) -> None:
         self.pieces = pieces
         self.voice = voice
         self.speed = speed
@@ -249,15 +229,3 @@ def _words_starting_before(
     """(the words, in order, that start before `end_s`; the rest)."""
     count = next((index for index, word in enumerate(words) if word.start_s >= end_s), len(words))
     return words[:count], words[count:]
-
-
-def _word_timings(tokens: Any, offset_s: float) -> tuple[WordTiming, ...]:
-    """Word timings from misaki tokens that kokoro stamped (start_ts/end_ts, seconds in the piece)."""
-    timings = []
-    for token in tokens:
-        start, end = getattr(token, "start_ts", None), getattr(token, "end_ts", None)
-        # Punctuation tokens get stamps too; captions want words.
-        if start is None or end is None or not any(char.isalnum() for char in token.text):
-            continue
-        timings.append(WordTiming(word=token.text, start_s=offset_s + start, end_s=offset_s + end))
-    return tuple(timings)

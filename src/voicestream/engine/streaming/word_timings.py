@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.base import WordTiming
-from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME
 from voicestream.engine.text.g2p import Phonemes
 from voicestream.wire.bidi import SAMPLE_RATE
 
