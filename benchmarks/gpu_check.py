@@ -1,0 +1,215 @@
+"""The prepared GPU check: the torch engine's first audio, throughput and session capacity, one command.
+
+Built for a lent GPU machine (docs/engine.md, "The prepared GPU check"): nothing can be downloaded
+there and only the working tree travels (64 MiB), so neither the int8 export nor the 327 MB
+weights do. `prepare` (here) copies what is small and real, config.json and one voice, into a
+directory that travels; `run` (there) builds the real KModel architecture from it with random
+weights whose durations and pitch are calibrated (tests/support/checkpoint.py): compute per
+frame is the real model's, and speed does not depend on the weights' values. It measures, on
+`--device`:
+
+- first audio of one sentence of 5, 15, 30 and 50 words (first_audio_length.py's sentences
+  and timing), and the throughput of those runs: RTF (wall) and compute (CPU) seconds per audio second;
+- the in-process server (common.py) at 1, 2, 4, 8, ... simultaneous sessions, each speaking one
+  sentence: first audio p50/p95 per level; the capacity is the largest level whose p95 stays
+  within `--target-ms` (300 ms).
+
+It writes benchmarks/results/gpu_check.json with the machine record and the torch device.
+
+    .venv-torch/bin/python benchmarks/gpu_check.py prepare [--out .gpu-check-model]
+    PYTHONPATH=src:. python benchmarks/gpu_check.py run --device cuda --model-dir .gpu-check-model
+    PYTHONPATH=src:. python benchmarks/gpu_check.py run --device cpu --quick   # here, < 2 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tests.support.checkpoint import build_model_dir
+
+from common import (
+    RESULTS,
+    ROOT,
+    TimedEngine,
+    command_line,
+    kokoro_server,
+    machine,
+    run_session,
+    write_json,
+)
+from first_audio_length import LENGTHS, sentence, summarise, timed
+from voicestream.engine.models.assets import default_model_dir
+from voicestream.engine.models.torch_assets import CONFIG_FILE
+from voicestream.engine.torch.engine import TorchEngine
+from voicestream.stats import percentile
+from voicestream.wire.bidi import Limits
+
+VOICE = "af_heart"
+PREPARED = ROOT / ".gpu-check-model"  # git-ignored: pass it in the device run's `carry`
+TARGET_MS = 300.0
+SESSION_WORDS = 15  # what each simultaneous session speaks: one sentence of this many words
+
+
+def prepare(source: Path, out: Path) -> Path:
+    """config.json and the voice's raw .bin (about 0.5 MB) from the real model directory."""
+    (out / "voices").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source / CONFIG_FILE, out / CONFIG_FILE)
+    shutil.copyfile(source / "voices" / f"{VOICE}.bin", out / "voices" / f"{VOICE}.bin")
+    return out
+
+
+def device_record(device: str) -> dict[str, Any]:
+    """torch's view of the device measured on (the CPU's own record is machine()'s)."""
+    record: dict[str, Any] = {
+        "requested": device,
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        record.update(
+            name=props.name, memory_gib=round(props.total_memory / 2**30, 1), capability=f"{props.major}.{props.minor}"
+        )
+    else:
+        record["name"] = "cpu"
+    return record
+
+
+def first_audio(engine: TorchEngine, repeats: int) -> dict[str, Any]:
+    runs: dict[int, list[dict[str, float]]] = {words: [] for words in LENGTHS}
+    for _ in range(repeats):
+        for words in LENGTHS:
+            runs[words].append(timed(engine, sentence(words)))
+    result = summarise(runs)
+    return {
+        "first_audio_ms_p50": {words: row["first_audio_ms_p50"] for words, row in result["by_words"].items()},
+        "by_words": result["by_words"],
+        "first_audio_long_over_short": result["first_audio_long_over_short"],
+        "throughput": {"rtf": result["rtf_overall"], "compute_s_per_audio_s": result["cpu_s_per_audio_s"]},
+    }
+
+
+async def level(ws_url: str, sessions: int) -> dict[str, Any]:
+    """`sessions` sessions at once, each speaking one sentence; first audio counts from its send."""
+    started = time.perf_counter()
+    records = await asyncio.gather(*(run_session(ws_url, [sentence(SESSION_WORDS)]) for _ in range(sessions)))
+    wall_s = time.perf_counter() - started
+    firsts = [r.first_audio_s * 1000 for r in records if r.first_audio_s is not None]
+    errors = [code for r in records for code in r.errors]
+    audio_s = sum(r.audio_s for r in records)
+    return {
+        "sessions": sessions,
+        "first_audio_ms_p50": round(statistics.median(firsts), 1) if firsts else None,
+        "first_audio_ms_p95": round(percentile(firsts, 95), 1) if firsts else None,
+        "audio_s_per_wall_s": round(audio_s / wall_s, 2),
+        "errors": errors,
+        "answered": len(firsts),
+    }
+
+
+def capacity(engine: TorchEngine, max_sessions: int, target_ms: float) -> dict[str, Any]:
+    """Double the simultaneous sessions until a level's p95 first audio passes `target_ms` (or
+    fails) or `max_sessions` is reached; the capacity is the last level that held."""
+    limits = Limits(max_sessions=max_sessions, max_g2p_queue=max(32, max_sessions))
+    levels: list[dict[str, Any]] = []
+    held = 0
+    with kokoro_server(engine=TimedEngine(engine), limits=limits) as server:
+        sessions = 1
+        while sessions <= max_sessions:
+            row = asyncio.run(level(server.ws_url, sessions))
+            levels.append(row)
+            p95 = row["first_audio_ms_p95"]
+            if row["errors"] or row["answered"] < sessions or p95 is None or p95 > target_ms:
+                break
+            held = sessions
+            sessions *= 2
+    return {"target_first_audio_ms_p95": target_ms, "sessions_held": held, "levels": levels}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.time()
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
+    max_sessions = args.max_sessions if args.max_sessions is not None else (2 if args.quick else 128)
+    with tempfile.TemporaryDirectory(prefix="voicestream-gpu-check-") as scratch:
+        built = time.perf_counter()
+        model_dir = build_model_dir(args.model_dir, Path(scratch), (VOICE,))
+        engine = TorchEngine(model_dir, device=args.device, threads=args.threads)
+        engine.load()  # warms G2P, the voice and the first kernels
+        setup_s = time.perf_counter() - built
+        try:
+            if not args.quick:
+                timed(engine, sentence(5))  # warm-up beyond load: allocator and kernels at a second shape
+            measured = first_audio(engine, repeats)
+            sessions = capacity(engine, max_sessions, args.target_ms)
+        finally:
+            engine.close()
+    report: dict[str, Any] = {
+        "benchmark": "gpu_check",
+        "command": command_line(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "quick": args.quick,
+        "weights": "random, real architecture, calibrated durations and pitch (tests/support/checkpoint.py)",
+        "repeats": repeats,
+        "setup_s": round(setup_s, 1),
+        "sentences": {str(words): sentence(words) for words in LENGTHS},
+        "first_audio": measured,
+        "throughput": measured.pop("throughput"),
+        "concurrency": sessions,
+        "device": device_record(engine.device or args.device),
+        "machine": machine(calibrate=False),
+    }
+    return report
+
+
+def finite(report: dict[str, Any]) -> bool:
+    """Every measured number is a finite float (what the test checks, and what a run prints)."""
+    numbers = [*report["first_audio"]["first_audio_ms_p50"].values(), *report["throughput"].values()]
+    numbers += [row["first_audio_ms_p95"] for row in report["concurrency"]["levels"]]
+    return all(isinstance(n, int | float) and math.isfinite(n) for n in numbers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="copy config.json and a voice into a directory that travels")
+    prep.add_argument("--source", type=Path, default=None, help="the real model directory (default: the cache)")
+    prep.add_argument("--out", type=Path, default=PREPARED)
+    go = commands.add_parser("run", help="measure on --device and write the JSON")
+    go.add_argument("--device", default="cuda")
+    go.add_argument("--quick", action="store_true", help="tiny counts: checks the code path, not the numbers")
+    go.add_argument("--model-dir", type=Path, default=None, help="prepared directory (default: the cache)")
+    go.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    go.add_argument("--repeats", type=int, default=None, help="runs per sentence length (default 5, quick 1)")
+    go.add_argument("--max-sessions", type=int, default=None, help="stop doubling here (default 128, quick 2)")
+    go.add_argument("--target-ms", type=float, default=TARGET_MS)
+    go.add_argument("--out", type=Path, default=RESULTS / "gpu_check.json")
+    args = parser.parse_args()
+    if args.command == "prepare":
+        print(prepare(args.source or default_model_dir(), args.out))
+        return
+    if args.model_dir is None:
+        args.model_dir = PREPARED if (PREPARED / CONFIG_FILE).exists() else default_model_dir()
+    report = run(args)
+    write_json(args.out, report)
+    levels = {row["sessions"]: row["first_audio_ms_p95"] for row in report["concurrency"]["levels"]}
+    print(
+        f"{report['device']['name']}: first audio p50 {report['first_audio']['first_audio_ms_p50']} ms; "
+        f"RTF {report['throughput']['rtf']}; p95 first audio by sessions {levels} ms; "
+        f"sessions held at {args.target_ms:.0f} ms: {report['concurrency']['sessions_held']}; "
+        f"all finite: {finite(report)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
