@@ -49,8 +49,15 @@ def find(text: str, readme: Path = README) -> str:
     return matching[0]
 
 
+# What an enclosing `make test` leaves in the environment: a user's shell has none of it, and with
+# it a `make` the README shows prints "Entering directory" lines around its own output.
+MAKE_VARIABLES = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+
+
 def shell_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", **(extra or {})}
+    """A user's shell: this environment less what an enclosing make set, the project's venv first."""
+    user = {name: value for name, value in os.environ.items() if name not in MAKE_VARIABLES}
+    return {**user, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", **(extra or {})}
 
 
 def run(
