@@ -31,9 +31,8 @@ import numpy as np
 
 from common import RESULTS, ROOT, command_line, machine, write_json
 from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
-from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
 from voicestream.engine.onnx.lookahead import frames_before
-from voicestream.engine.streaming.windows import WindowPlan, plan_windows
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, WindowPlan, plan_windows
 
 sys.path.insert(0, str(ROOT))  # the tests' seam measure and sentences: one definition of each
 from tests.integration.test_engine_lookahead import SENTENCES, encode, returning

@@ -17,10 +17,9 @@ import numpy as np
 
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME
 from voicestream.engine.onnx.lookahead import HeadSplit, frames_before, head_split, join
 from voicestream.engine.onnx.runtime import SentenceFeatures
-from voicestream.engine.streaming.windows import plan_windows
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, plan_windows
 from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_frames
 
 # One sentence's seams may be past the gate's mean (below), not by far: a window cut off too short

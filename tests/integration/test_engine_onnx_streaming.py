@@ -46,14 +46,13 @@ from voicestream.engine.onnx.graphs import (
     FRONTEND_RECEPTIVE_FIELD,
     GENERATOR_FILE,
     GENERATOR_RECEPTIVE_FIELD,
-    SAMPLES_PER_FRAME,
     DerivedGraphs,
     derived_folder,
     split_graphs,
 )
 from voicestream.engine.onnx.runtime import NormStatistics, OnnxSplitRuntime, SentenceFeatures
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, paced_core
-from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, Window, WindowPlan, plan_windows, stitch
 from voicestream.engine.streaming.word_timings import FRAME_S
 
 LONG_SENTENCE = (

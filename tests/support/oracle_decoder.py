@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from voicestream.engine.onnx.graphs import SAMPLES_PER_FRAME, DerivedGraphs, no_carried_statistics
+from voicestream.engine.onnx.graphs import DerivedGraphs, no_carried_statistics
 from voicestream.engine.onnx.runtime import SentenceFeatures
-from voicestream.engine.streaming.windows import Window
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, Window
 
 UPSAMPLED_PHASE = "/decoder/decoder/generator/m_source/l_sin_gen/Resize_1_output_0"  # [1, 9, samples]
 Arrays = dict[str, Any]

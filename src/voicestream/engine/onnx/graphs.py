@@ -53,7 +53,7 @@ import numpy as np
 
 from voicestream.engine.models.assets import AssetError
 from voicestream.engine.models.derived import load_derived, stale_reason
-from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME as SAMPLES_PER_FRAME  # the cut's frame
+from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, ValueInfoProto

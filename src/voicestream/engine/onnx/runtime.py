@@ -13,14 +13,21 @@ from voicestream.engine.base import FloatAudio
 from voicestream.engine.onnx.graphs import (
     CARRIED_WEIGHT,
     ENCODER_OUTPUTS,
-    SAMPLES_PER_FRAME,
     DerivedGraphs,
     no_carried_statistics,
     norm_output,
 )
 from voicestream.engine.onnx.ort_options import run_options, session_options
 from voicestream.engine.streaming.pacing import WindowPacer
-from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, core_sizes, cores, window_around
+from voicestream.engine.streaming.windows import (
+    SAMPLES_PER_FRAME,
+    Stitcher,
+    Window,
+    WindowPlan,
+    core_sizes,
+    cores,
+    window_around,
+)
 
 
 @dataclass(frozen=True, slots=True)
