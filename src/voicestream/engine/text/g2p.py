@@ -1,8 +1,12 @@
 """Text to Kokoro phonemes with misaki (the G2P that `kokoro` itself uses), offline, in worker processes.
 
 English (US/GB) uses misaki's lexicon + spaCy tagger with espeak-ng as the out-of-vocabulary
-fallback; Spanish, French, Hindi, Italian and Portuguese use misaki's espeak-ng G2P. Japanese
-and Chinese need misaki's extra dependencies, which this install does not carry.
+fallback; Spanish, French, Hindi, Italian and Portuguese use misaki's espeak-ng G2P; Japanese uses
+misaki's cutlet G2P (fugashi over the unidic-lite dictionary that its wheel carries) and Mandarin
+misaki's jieba + pypinyin G2P, the ones `kokoro` picks for Kokoro-82M v1.0. Only English aligns
+words to phonemes (word timings); the others give the phoneme string alone. Only English is
+built ahead of time (g2p_preload): the other languages are built in a worker on its first
+request of them, so they cost English's start nothing.
 
 Why processes: misaki is superlinear on some inputs (200 characters of "a-a-a-…" take seconds,
 1000 apostrophes minutes), espeak-ng keeps process-global state and misaki's English G2P is not
@@ -42,7 +46,9 @@ MAX_PHONEMES = 510
 
 # misaki's espeak G2P language names for the non-English voices.
 ESPEAK_LANGUAGES = {"es": "es", "fr-fr": "fr-fr", "hi": "hi", "it": "it", "pt-br": "pt-br"}
-LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES)
+# misaki's own G2Ps (its `ja` and `zh` extras); "cmn" is wire/voices.py's name for Mandarin.
+MISAKI_LANGUAGES: Final = ("ja", "cmn")
+LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES, *MISAKI_LANGUAGES)
 
 # Break preference when a text's phonemes exceed MAX_PHONEMES: sentence ends, then clauses, then words.
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
@@ -74,7 +80,8 @@ class SpokenWord:
 
 @dataclass(frozen=True, slots=True)
 class Phonemes:
-    """A phoneme string and its words (empty when the G2P does not align words: espeak languages)."""
+    """A phoneme string and its words (empty when the G2P does not align words: every language
+    but English)."""
 
     text: str
     words: tuple[SpokenWord, ...] = ()
@@ -315,14 +322,34 @@ def build_phonemizer(language: str) -> Phonemizer:
             return Phonemes(str(phonemes).strip())
 
         return espeak_phonemes
+    if language == "ja":
+        from misaki import ja
+
+        japanese = ja.JAG2P()  # cutlet: fugashi finds unidic-lite, which its wheel carries
+
+        def japanese_phonemes(text: str) -> Phonemes:
+            phonemes, _ = japanese(text)
+            return Phonemes(str(phonemes).strip())
+
+        return japanese_phonemes
+    if language == "cmn":
+        import jieba
+        from misaki import zh
+
+        jieba.setLogLevel(60)  # it logs its dictionary load at INFO on stderr, once per worker
+        # version None: the legacy G2P that `kokoro` uses for Kokoro-82M v1.0 (1.1 is for v1.1-zh).
+        mandarin = zh.ZHG2P()
+
+        def mandarin_phonemes(text: str) -> Phonemes:
+            phonemes, _ = mandarin(text)
+            return Phonemes(str(phonemes).strip())
+
+        return mandarin_phonemes
     raise _unsupported(language)
 
 
 def _unsupported(language: str) -> UnsupportedLanguageError:
-    return UnsupportedLanguageError(
-        f"voices of language {language!r} need misaki's {language} extra, which this install does not "
-        "include; use an English (a*/b*), Spanish, French, Hindi, Italian or Portuguese voice"
-    )
+    return UnsupportedLanguageError(f"no G2P for language {language!r}; the languages are {', '.join(LANGUAGES)}")
 
 
 def split_phonemes(phonemes: str, limit: int = MAX_PHONEMES) -> list[str]:
