@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.g2p_builders import FOREVER, build_echo, hold
+from tests.support.g2p_builders import FOREVER, SLOW_BUILD_S, build_echo, build_slow_others, hold
 from voicestream.engine.base import TextTooComplexError, UnsupportedLanguageError
 from voicestream.engine.text.g2p import G2P, G2PSettings
 
@@ -46,6 +46,20 @@ def test_a_runaway_conversion_is_stopped_and_the_pool_goes_on() -> None:
         assert caught.value.code == "text_too_complex" and caught.value.status == 413
         # Its only worker was killed; a new one answers.
         assert pool.phonemize("after", "en-us").startswith("after|")
+    finally:
+        pool.close()
+
+
+def test_building_a_language_in_a_worker_is_not_counted_against_the_text() -> None:
+    """A language built on its first request (Japanese, Mandarin) may take longer than the
+    timeout on a loaded machine; its text is not too complex for that. Once built, the timeout
+    holds for its texts as for English."""
+    timeout_s = SLOW_BUILD_S / 3
+    pool = G2P(G2PSettings(workers=1, timeout_s=timeout_s), build=build_slow_others)
+    try:
+        assert pool.phonemize("konnichiwa", "ja").startswith("konnichiwa|")
+        with pytest.raises(TextTooComplexError, match=rf"longer than {timeout_s:g} s"):
+            pool.phonemize(FOREVER, "ja")
     finally:
         pool.close()
 
