@@ -70,6 +70,17 @@ async def test_hindi_is_spoken_with_its_phonemes_through_the_bidi_route(kokoro_s
     assert 2.0 < seconds < 8.0, seconds  # 41 phonemes: all of them spoken, none dropped or repeated
 
 
+def test_japanese_and_mandarin_are_converted_offline_by_misakis_g2ps() -> None:
+    """What `kokoro` itself would say for Kokoro v1.0 (cutlet over unidic-lite; jieba + pypinyin),
+    in G2P workers like the server's: misaki's pitch-free kana romanization and tone arrows."""
+    g2p = G2P()
+    try:
+        assert g2p.phonemize("こんにちは。散歩に行きましょう！", "ja") == "koɲɲiʨiβa. sampo ɲi ikʲi maɕoː!"
+        assert g2p.phonemize("你好。我们去散步吧！", "cmn") == "ni↓xau↓. wo↓mən ʨʰy↘ sa↘npu↘ pa!"
+    finally:
+        g2p.close()
+
+
 def test_every_languages_phonemes_are_in_kokoros_vocabulary(kokoro_engine: SpeechEngine) -> None:
     """A symbol outside the vocabulary is dropped silently before the model: none may be (the
     engine fixture: the model's files are there)."""

@@ -20,7 +20,12 @@ class LanguageCase:
 
 CASES: tuple[LanguageCase, ...] = (
     LanguageCase(
-        "en-us", "af_heart", "en", "Thanks for calling, your table is booked for eight. See you tonight!", 3, "wer"
+        "en-us",
+        "af_heart",
+        "en",
+        "Thanks for calling, your table is booked for this evening. See you tonight!",
+        3,
+        "wer",
     ),
     LanguageCase("en-gb", "bf_emma", "en", "Good morning. The train to London leaves at half past nine.", 2, "wer"),
     LanguageCase(
@@ -49,6 +54,19 @@ CASES: tuple[LanguageCase, ...] = (
     LanguageCase("ja", "jf_alpha", "ja", "こんにちは。今日はとてもいい天気ですね、散歩に行きましょう！", 2, "cer"),
     LanguageCase("cmn", "zf_xiaobei", "zh", "你好。今天天气很好，我们去公园散步吧！", 2, "cer"),
 )
+
+# benchmarks/languages.py: the gate's reply and two more sentences per language.
+MORE_TEXTS: dict[str, tuple[str, ...]] = {
+    "en-us": ("Your package will arrive on Tuesday morning.", "Would you like me to send a reminder?"),
+    "en-gb": ("Please mind the gap between the train and the platform.", "The shop closes early this evening."),
+    "es": ("El pedido llegará el martes por la mañana.", "¿Le envío un recordatorio por correo?"),
+    "fr-fr": ("Votre colis arrivera mardi matin.", "Voulez-vous que je vous envoie un rappel ?"),
+    "hi": ("आपका पैकेट मंगलवार सुबह पहुँचेगा।", "क्या मैं आपको एक संदेश भेजूँ?"),
+    "it": ("Il suo pacco arriverà martedì mattina.", "Vuole che le mandi un promemoria?"),
+    "pt-br": ("Sua encomenda chegará na terça-feira de manhã.", "Quer que eu envie um lembrete?"),
+    "ja": ("お荷物は火曜日の朝に届きます。", "リマインダーをお送りしましょうか？"),
+    "cmn": ("您的包裹将在星期二上午送达。", "需要我给您发一个提醒吗？"),
+}
 
 # Whisper base writes spoken Hindi in Urdu script (Hindustani is one spoken language, two
 # scripts), and with a Devanagari prompt it mishears most words: its transcript cannot be scored
