@@ -18,6 +18,7 @@ from voicestream.engine.text.g2p import G2P
 from voicestream.env import default_model_dir
 from voicestream.speech import Audio, BidiSession, RequestCompleted
 from voicestream.wire.bidi import SAMPLE_RATE, Flushed
+from voicestream.wire.errors import ErrorMessage
 
 MAX_ERROR = 0.10
 
@@ -33,6 +34,7 @@ async def speak_streamed(server: LiveServer, case: LanguageCase) -> tuple[bytes,
         await session.flush()
         flushed: Flushed | None = None
         done: set[str] = set()
+        errors: list[str] = []
         async for event in session.events():
             if isinstance(event, Audio):
                 audio += event.data
@@ -40,9 +42,13 @@ async def speak_streamed(server: LiveServer, case: LanguageCase) -> tuple[bytes,
                 flushed = event
             elif isinstance(event, RequestCompleted):
                 done.add(event.request_id)
+            elif isinstance(event, ErrorMessage) and event.request_id is not None:
+                errors.append(f"{event.code}: {event.message}")
+                done.add(event.request_id)
             if flushed is not None and done >= set(flushed.request_ids):
                 break
     assert flushed is not None
+    assert not errors, errors
     return bytes(audio), flushed.request_ids
 
 
