@@ -64,6 +64,11 @@ def _multilingual_model() -> Any:
     return WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=2)
 
 
+# Whisper writes Mandarin in traditional or simplified characters as it pleases; a simplified
+# prompt (the usual one) keeps it to the script the texts are written in.
+_SCRIPT_PROMPTS = {"zh": "以下是普通话的句子。"}
+
+
 def transcribe_language(audio: FloatAudio | bytes, language: str, sample_rate: int = SAMPLE_RATE) -> str:
     """The transcript in `language` (Whisper's code: es, fr, hi, it, pt, ja, zh, en) by the
     multilingual model, greedy like `transcribe`."""
@@ -71,7 +76,11 @@ def transcribe_language(audio: FloatAudio | bytes, language: str, sample_rate: i
     samples = soxr.resample(samples, sample_rate, 16_000).astype(np.float32)
     with _lock:
         segments, _info = _multilingual_model().transcribe(
-            samples, language=language, beam_size=1, condition_on_previous_text=False
+            samples,
+            language=language,
+            beam_size=1,
+            condition_on_previous_text=False,
+            initial_prompt=_SCRIPT_PROMPTS.get(language),
         )
         return " ".join(segment.text.strip() for segment in segments)
 
