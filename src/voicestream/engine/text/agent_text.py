@@ -24,6 +24,7 @@ result does not depend on the order of the matches in the text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,8 +96,10 @@ class Rule:
     claim_whole: bool = False  # claim the whole match, not only its edits (protected markup)
 
 
+@functools.lru_cache(maxsize=512)  # a request's work check and then its synthesis ask for the same text
 def normalize_agent_text(text: str, *, english: bool = True, british: bool = False) -> NormalizedText:
-    """`text` with the markup rules (every language) and, for English, the entity rules applied."""
+    """`text` with the markup rules (every language) and, for English, the entity rules applied
+    (about 1 ms for a 100-character sentence)."""
     rules = [*_PROTECT, *_MARKUP, *(_english_rules(british) if english else ())]
     claimed: list[tuple[int, int]] = []
     edits: list[Edit] = []
