@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from voicestream.engine.text.agent_text import normalize_agent_text, source_words
 from voicestream.engine.text.g2p import Phonemes, SpokenWord
@@ -233,3 +235,32 @@ def test_text_without_entities_keeps_the_g2p_words_object() -> None:
     normalized = normalize_agent_text("Plain words here.")
     phonemes = fake_phonemize(normalized.text)
     assert source_words(phonemes, normalized) is phonemes
+
+
+_PIECES = st.sampled_from(
+    ["$", "3", "1,249.99", ":", "45", " PM", "Dec", " ", "-", "/", "km", "@", ".", "com", "**", "[", "](", ")", "/kˈO/",
+     "👍", "#", "x", "°F", "e.g.", "St.", "\n", "- ", "v2.1", "+1 (415) 555-0132", "https://a.io/b", "_", "`", "|"]
+)  # fmt: skip
+
+
+@given(st.lists(_PIECES, max_size=30).map("".join))
+def test_any_text_normalizes_and_its_edits_rebuild_both_texts(text: str) -> None:
+    normalized = normalize_agent_text(text)
+    kept_source = kept_text = 0  # the unedited stretches between edits are the same in both
+    for edit in normalized.placed:
+        assert text[kept_source : edit.start] == normalized.text[kept_text : edit.out_start]
+        kept_source, kept_text = edit.end, edit.out_end
+    assert text[kept_source:] == normalized.text[kept_text:]
+    if normalized.text:
+        start, end = normalized.source_range(0, len(normalized.text))
+        assert 0 <= start <= end <= len(text)
+
+
+@given(st.lists(_PIECES, max_size=30).map("".join))
+def test_every_timed_word_is_named_by_a_piece_of_the_source(text: str) -> None:
+    normalized = normalize_agent_text(text)
+    phonemes = fake_phonemize(normalized.text)
+    renamed = source_words(phonemes, normalized)
+    for word in renamed.words:
+        assert word.text and word.text in text
+        assert 0 <= word.start < word.end <= len(phonemes.text)
