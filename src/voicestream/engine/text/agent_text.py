@@ -125,13 +125,14 @@ def source_words(phonemes: Phonemes, normalized: NormalizedText) -> Phonemes:
     made_by: list[frozenset[int]] = []  # edits each word in `words` came from
     cursor = 0
     for word in phonemes.words:
-        at = normalized.text.find(word.text, cursor)
+        needle = word.text.strip()  # misaki's token text may carry a space from a doubled one
+        at = normalized.text.find(needle, cursor) if needle else -1
         if at < 0:  # misaki's token text is not in the text (never seen): keep it as it is
             words.append(word)
             spans.append((-1, -1))
             made_by.append(frozenset())
             continue
-        end = cursor = at + len(word.text)
+        end = cursor = at + len(needle)
         edits = normalized.edits_in(at, end)
         start_s, end_s = normalized.source_range(at, end)
         if edits and made_by and made_by[-1] & edits:
@@ -152,17 +153,25 @@ def _apply(text: str, edits: list[Edit]) -> NormalizedText:
     out: list[str] = []
     placed: list[Placed] = []
     position = length = 0
-    for edit in edits:
+    for index, edit in enumerate(edits):
         kept = text[position : edit.start]
         out.append(kept)
         length += len(kept)
-        replacement = edit.replacement
-        if not replacement and _joins_words(text, edit):
+        replacement, end = edit.replacement, edit.end
+        after_space = not length or next(piece for piece in reversed(out) if piece)[-1].isspace()
+        if replacement.isspace() and after_space:
+            replacement = ""  # a space after a space (the two sides of a deleted emoji, say)
+        elif not replacement and _joins_words(text, edit):
             replacement = " "  # "great👍job": the two words stay two
+        elif not replacement and after_space:
+            # No double spaces: misaki reads a doubled space as part of the next word.
+            limit = edits[index + 1].start if index + 1 < len(edits) else len(text)
+            while end < limit and text[end] in " \t":
+                end += 1
         out.append(replacement)
-        placed.append(Placed(edit.start, edit.end, length, length + len(replacement)))
+        placed.append(Placed(edit.start, end, length, length + len(replacement)))
         length += len(replacement)
-        position = edit.end
+        position = end
     out.append(text[position:])
     return NormalizedText(text, "".join(out), tuple(placed))
 
@@ -272,6 +281,9 @@ _MARKUP: Final = (
     _rule("emphasis", r"\*{1,3}(?=\S)|(?<=\S)\*{1,3}|~~|`+", _delete),
     _rule("underscores", r"(?<!\w)_{1,3}(?=[^\W_])|(?<=[^\W_])_{1,3}(?!\w)", _delete),
     _rule("emoji", f"[{_EMOJI}]+", _delete),
+    # misaki reads a doubled space as part of the next word, which shifts its inline markup
+    # ("[Kokoro](/…/)") onto the word before: one space is all a word boundary needs.
+    _rule("spaces", r"(?<=\S)[ \t]{2,}(?=\S)", _replace(" ")),
 )
 
 
