@@ -17,9 +17,11 @@ Every rewrite is an `Edit` of the source; `NormalizedText` keeps them, so a rang
 normalized text maps back to the source (`source_range`), and `source_words` renames the words
 misaki timed to the source's: `$3B` spoken as "three billion dollars" is ONE timed word, `$3B`.
 
-Rules claim source ranges in priority order (the list below, top first); a match that
-overlaps a claimed range is skipped, so each character is rewritten at most once and the
-result does not depend on the order of the matches in the text.
+Rules claim source ranges in priority order (the rule lists below, top first); a match that
+overlaps a claimed range is skipped, so each character is rewritten at most once and every
+rule sees the text as written (a link's text is still read by the entity rules: only its
+brackets and target are claimed). Deleted markup takes the spaces after it along: misaki
+reads a doubled space as part of the next word.
 """
 
 from __future__ import annotations
