@@ -40,6 +40,7 @@ from voicestream.asgi import (
     unless_disconnected,
 )
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
@@ -87,6 +88,7 @@ async def invocations(request: Request) -> Any:
         format=invocation.format,
         received_at=received_at,
         sample_rate=invocation.sample_rate,
+        text_options=TextOptions(normalize=invocation.normalize),
     )
     log_event("invocation", transport=invocation.transport, chars=len(speech.text), format=speech.format)
     stream = AudioStream(runtime, speech)

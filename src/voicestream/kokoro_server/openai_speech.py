@@ -28,6 +28,7 @@ from voicestream.asgi import (
     unless_disconnected,
 )
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
@@ -89,6 +90,7 @@ async def speech_response(runtime: ServerRuntime, body: bytes, request: Request)
         received_at=received_at,
         words=parsed.words,
         sample_rate=parsed.sample_rate,
+        text_options=TextOptions(normalize=parsed.normalize),
     )
     log_event(
         "openai_speech",

@@ -43,6 +43,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from voicestream.asgi import ConsumerLag, SlowConsumerError
 from voicestream.chunker import SentenceChunker
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
@@ -107,6 +108,7 @@ class SessionDefaults:
     format: AudioFormat = "pcm"
     words: bool = False
     sample_rate: int | None = None  # None: each request's format's default (8 kHz G.711, else 24 kHz)
+    normalize: bool = True
 
 
 class EndReason(StrEnum):
@@ -359,6 +361,9 @@ class ServerSession:
             received_at=time.perf_counter(),
             words=message.words if message.words is not None else self.defaults.words,
             sample_rate=message.sample_rate or self.defaults.sample_rate or default_sample_rate(audio_format),
+            text_options=TextOptions(
+                normalize=self.defaults.normalize if message.normalize is None else message.normalize
+            ),
         )
         self._pending[request_id] = request
         self._requests.put_nowait(request)
@@ -384,6 +389,8 @@ class ServerSession:
             self.defaults.words = message.words
         if message.sample_rate is not None:
             self.defaults.sample_rate = message.sample_rate
+        if message.normalize is not None:
+            self.defaults.normalize = message.normalize
         log_event(
             "config",
             voice=self.defaults.voice,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
 from voicestream.engine.text.normalize import normalize_text
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.kokoro_server.encoders import EncodedFormat, Framer, create_encoder
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.resample import StreamResampler
@@ -41,6 +42,7 @@ class SpeechRequest:
     received_at: float  # time.perf_counter() when the server received it
     words: bool = False  # the client asked for word timings
     sample_rate: int = SAMPLE_RATE  # Hz of the delivered audio (Kokoro's 24 kHz is resampled to it)
+    text_options: TextOptions = DEFAULT_TEXT_OPTIONS  # how the text is read (normalize)
 
 
 @dataclass(slots=True)
@@ -109,6 +111,7 @@ class AudioStream:
                 request.speed,
                 ahead_s=self.playback.ahead_s(),
                 behind=self.playback.ran_dry_since(waiting_since),
+                text_options=request.text_options,
             )
             self.stats.synth_s += time.perf_counter() - started
             while True:
@@ -137,7 +140,9 @@ class AudioStream:
         if not spoken:
             raise EmptyTextError()
         engine, limit = self.runtime.engine, self.runtime.limits.max_phonemes
-        self.stats.phonemes = await self.runtime.in_g2p(engine.count_phonemes, spoken, self.request.voice)
+        self.stats.phonemes = await self.runtime.in_g2p(
+            engine.count_phonemes, spoken, self.request.voice, self.request.text_options
+        )
         if self.stats.phonemes > limit:
             raise TextTooComplexError(
                 f"the text is {self.stats.phonemes} phonemes of speech; one request may have at most {limit}: "

@@ -229,10 +229,12 @@ class BidiSession(SessionLifecycle[_Item]):
         request_id: str | None = None,
         words: bool | None = None,
         sample_rate: int | None = None,
+        normalize: bool | None = None,
     ) -> str:
         """Queue `text` for synthesis and return its request id at once (pipelined).
         `words` asks for its word timings (default: the session's `words`); `sample_rate` the
-        delivered audio's rate (default: the session's config, else the format's)."""
+        delivered audio's rate (default: the session's config, else the format's); `normalize`
+        False speaks the text as written (default: the session's config, else on)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text must be a non-empty string")
         try:
@@ -256,6 +258,7 @@ class BidiSession(SessionLifecycle[_Item]):
             format=format,
             words=True if want_words else None,
             sample_rate=sample_rate,
+            normalize=normalize,
         )
         await self._send_message(message)
         return rid
@@ -267,10 +270,13 @@ class BidiSession(SessionLifecycle[_Item]):
         speed: float | None = None,
         format: AudioFormat | None = None,
         sample_rate: int | None = None,
+        normalize: bool | None = None,
     ) -> None:
         """Set defaults for the rest of the session (unset fields keep their value)."""
         self._ensure_open()
-        await self._send_message(Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate))
+        await self._send_message(
+            Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate, normalize=normalize)
+        )
 
     async def append(self, text: str, *, request_id: str | None = None) -> str:
         """Stream `text` (an LLM token, say) into the open utterance and return its id; the

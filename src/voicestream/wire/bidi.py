@@ -144,6 +144,7 @@ class Synthesize:
     format: AudioFormat | None = None
     words: bool | None = None  # send `words` frames (word timings) for this request
     sample_rate: int | None = None  # Hz of the delivered audio (default: the format's)
+    normalize: bool | None = None  # read agent text right (numbers, dates, markup ...; default true)
     type: ClassVar[str] = "synthesize"
 
 
@@ -156,6 +157,7 @@ class Config:
     format: AudioFormat | None = None
     words: bool | None = None
     sample_rate: int | None = None
+    normalize: bool | None = None
     type: ClassVar[str] = "config"
 
 
@@ -210,6 +212,7 @@ class InvocationRequest:
     format: AudioFormat = "pcm"
     transport: ResponseTransport = "binary"
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
+    normalize: bool = True
 
 
 # --- server -> client ---------------------------------------------------------------------
@@ -388,6 +391,7 @@ def parse_client_message(
                 format=_format(body),
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
+                normalize=_flag(body, "normalize"),
             )
         if kind == "config":
             return Config(
@@ -396,6 +400,7 @@ def parse_client_message(
                 format=_format(body),
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
+                normalize=_flag(body, "normalize"),
             )
         if kind == "append":
             return Append(text=_append_text(body, limits), request_id=request_id)
@@ -437,6 +442,7 @@ def parse_invocation_request(payload: bytes | str, limits: Limits | None = None)
         format=audio_format,
         transport=transport,
         sample_rate=_sample_rate(body) or default_sample_rate(audio_format),
+        normalize=_flag(body, "normalize") is not False,
     )
 
 

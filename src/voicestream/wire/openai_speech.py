@@ -65,6 +65,7 @@ _FIELDS: Final = frozenset(
         "words",
         "stream",
         "sample_rate",
+        "normalize",
     }
 )
 
@@ -87,6 +88,7 @@ class OpenAISpeechRequest:
     stream_format: StreamFormat = "audio"
     words: bool = False
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
+    normalize: bool = True  # our extension: read agent text right (docs/protocol.md)
 
 
 def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = None) -> OpenAISpeechRequest:
@@ -109,6 +111,7 @@ def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = No
         stream_format=_choice(body, "stream_format", STREAM_FORMATS, "audio", ErrorCode.INVALID_TRANSPORT),
         words=_words(body),
         sample_rate=_sample_rate(body, response_format),
+        normalize=_normalize(body),
     )
 
 
@@ -195,6 +198,13 @@ def _words(body: dict[str, Any]) -> bool:
     if instructions is not None and not isinstance(instructions, str):
         raise OpenAIRequestError(ErrorCode.INVALID_REQUEST, "instructions must be a string", "instructions")
     return bool(body.get("words"))
+
+
+def _normalize(body: dict[str, Any]) -> bool:
+    value = body.get("normalize")
+    if value is not None and not isinstance(value, bool):
+        raise OpenAIRequestError(ErrorCode.INVALID_REQUEST, "normalize must be true or false", "normalize")
+    return value is not False
 
 
 def openai_error_body(error: CodedError, param: str | None = None) -> dict[str, Any]:
