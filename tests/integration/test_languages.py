@@ -17,7 +17,7 @@ from voicestream.engine.base import SpeechEngine
 from voicestream.engine.text.g2p import G2P
 from voicestream.env import default_model_dir
 from voicestream.speech import Audio, BidiSession, RequestCompleted
-from voicestream.wire.bidi import SAMPLE_RATE, Flushed
+from voicestream.wire.bidi import SAMPLE_RATE, Flushed, Words
 from voicestream.wire.errors import ErrorMessage
 
 MAX_ERROR = 0.10
@@ -74,6 +74,25 @@ async def test_hindi_is_spoken_with_its_phonemes_through_the_bidi_route(kokoro_s
     assert len(pieces) == case.pieces  # cut at "?" (the danda ends the text)
     seconds = len(audio) / 2 / SAMPLE_RATE
     assert 2.0 < seconds < 8.0, seconds  # 41 phonemes: all of them spoken, none dropped or repeated
+
+
+async def test_only_english_requests_get_word_timings(kokoro_server: LiveServer) -> None:
+    """`words: true` in a language whose G2P aligns no words: the audio, and no `words` frame."""
+    timed: dict[str, int] = {}
+    audio: dict[str, int] = {}
+    async with BidiSession.websocket(kokoro_server.ws_url, silence_timeout=120) as session:
+        await session.send("Good morning.", voice="af_heart", words=True, request_id="en")
+        await session.send("こんにちは。", voice="jf_alpha", words=True, request_id="ja")
+        async for event in session.events():
+            if isinstance(event, Words):
+                timed[event.request_id] = timed.get(event.request_id, 0) + len(event.words)
+            elif isinstance(event, Audio):
+                audio[event.request_id] = audio.get(event.request_id, 0) + len(event.data)
+            elif isinstance(event, ErrorMessage):
+                pytest.fail(str(event))
+            elif isinstance(event, RequestCompleted) and event.request_id == "ja":
+                break
+    assert timed == {"en": 2} and audio.keys() == {"en", "ja"}
 
 
 def test_japanese_and_mandarin_are_converted_offline_by_misakis_g2ps() -> None:
