@@ -13,9 +13,11 @@ waited for with a generous hang guard, never a measured time.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
+import os
 import socket
 import struct
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from tests.support.server import LiveServer, start_server
 from voicestream.httpserver import uvicorn_options
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.logs import capture_json_logs
-from voicestream.wire.bidi import Limits
+from voicestream.wire.bidi import BIDI_PATH, Limits
 
 HANG_GUARD_S = 30.0
 SMALL_BUFFER = 4096
@@ -134,3 +136,36 @@ def test_a_client_that_aborts_mid_stream_stops_its_synthesis_and_others_are_serv
     assert made < whole / 2  # synthesis stopped when the client left, far from the text's end
     reply = whole_reply(post(server.port, path, body_for(path, extra, "Somebody reads this.")))
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"0\r\n\r\n")
+
+
+def test_a_bidi_session_that_stops_reading_loses_its_socket_and_others_are_served(
+    server: LiveServer, logs: io.StringIO
+) -> None:
+    """The same over the WebSocket: the session ends slow_consumer (close 1008), and its
+    connection, whose close frame cannot go out, is reset once its bytes stop draining."""
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+    stalled.settimeout(HANG_GUARD_S)
+    stalled.connect(("127.0.0.1", server.port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    stalled.sendall(
+        (
+            f"GET {BIDI_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:  # the upgrade's answer, before any frame
+        head += stalled.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    message = json.dumps({"type": "synthesize", "text": LONG_TEXT}).encode()
+    # One masked text frame (zero mask: the payload as it is); the reply is never read.
+    stalled.sendall(struct.pack("!BBH", 0x81, 0x80 | 126, len(message)) + b"\0\0\0\0" + message)
+    try:
+        server.wait_until(lambda live: connections(live) == 0, HANG_GUARD_S)
+        reply = whole_reply(post(server.port, "/invocations", {"text": "Somebody reads this."}))
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"0\r\n\r\n")
+    finally:
+        stalled.close()
+    seen = [event["event"] for event in events(logs)]
+    assert "session_slow_consumer" in seen and "stalled_socket_aborted" in seen
