@@ -69,6 +69,10 @@ def whole_reply(sock: socket.socket) -> bytes:
     return reply
 
 
+def names(stream: io.StringIO) -> list[str]:
+    return [event["event"] for event in events(stream)]
+
+
 def connections(server: LiveServer) -> int:
     return server.on_loop(lambda: len(server.running.server.server_state.connections))
 
@@ -103,6 +107,9 @@ def test_a_client_that_stops_reading_loses_its_socket_and_others_are_served(
     stalled = post(server.port, path, body_for(path, extra, LONG_TEXT), receive_buffer=SMALL_BUFFER)
     try:
         # The response is aborted (slow_consumer), then its connection, whose bytes never drain.
+        # Waited for by its log line first: before the server has accepted the socket, it counts
+        # no connection either.
+        server.wait_until(lambda live: "stalled_socket_aborted" in names(logs), HANG_GUARD_S)
         server.wait_until(lambda live: connections(live) == 0, HANG_GUARD_S)
         # The server goes on: another client is served to the end.
         reply = whole_reply(post(server.port, path, body_for(path, extra, "Somebody reads this.")))
