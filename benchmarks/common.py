@@ -31,6 +31,7 @@ from voicestream import env
 from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_server.runtime import PRODUCTION as PRODUCTION_POLICY
@@ -285,15 +286,19 @@ class TimedEngine(SpeechEngine):
     def validate_voice(self, voice: str) -> None:
         self.inner.validate_voice(voice)
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self.inner.count_phonemes(texts, voice)  # the real work check (G2P), not characters
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self.inner.count_phonemes(texts, voice, text_options)  # the real work check (G2P), not characters
 
     def close(self) -> None:
         self.inner.close()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        chunks = self.inner.synthesize(text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind)
+        chunks = self.inner.synthesize(
+            text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind, text_options=text_options
+        )
         call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
         with self._lock:
             self.calls.append(call)

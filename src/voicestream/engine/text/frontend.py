@@ -6,12 +6,28 @@ side; a conversion past its time limit has its worker killed and replaced and en
 `text_too_complex`), the phoneme count that bounds a request's work (`count`) comes from the
 same G2P task that synthesis then finds cached, and a text's phonemes are cut into pieces of
 at most 510 with the words that start in each (for word timings).
+
+Pronunciation control (pronunciation.py) happens here too, so every engine gets it: a
+request's lexicon is rewritten into inline markup before G2P, phoneme input skips G2P, and
+phonemes a client wrote are checked against the model's vocabulary (`vocabulary`, set by the
+engine when it loads its config.json).
 """
 
 from __future__ import annotations
 
 from voicestream.engine.base import check_voice
 from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
+from voicestream.engine.text.options import TextOptions
+from voicestream.engine.text.pronunciation import (
+    apply_lexicon,
+    check_lexicon,
+    check_markup,
+    check_phonemes,
+    phoneme_input,
+    respellings_used,
+)
+
+PLAIN = TextOptions()
 
 
 class TextFrontend:
@@ -20,6 +36,9 @@ class TextFrontend:
     def __init__(self, voices: tuple[str, ...], g2p: G2PSettings | None = None) -> None:
         self._voices = voices
         self._g2p = G2P(g2p)
+        # Kokoro's phoneme symbols (config.json's vocab); empty until the engine has loaded it,
+        # and then nothing a client wrote is checked.
+        self.vocabulary: frozenset[str] = frozenset()
 
     @property
     def settings(self) -> G2PSettings:
@@ -29,14 +48,36 @@ class TextFrontend:
         """The G2P language of a voice spec (every voice of a blend speaks the same one)."""
         return check_voice(voice, self._voices).language
 
-    def pieces(self, text: str, voice: str) -> list[Phonemes]:
+    def pieces(self, text: str, voice: str, options: TextOptions = PLAIN) -> list[Phonemes]:
         """The phoneme pieces (each <= 510) of `text`, with their words (English voices only)."""
-        return self._g2p.phonemize_words(text, self.language(voice)).pieces()
+        return self.phonemize([text], voice, options)[0].pieces()
 
-    def count(self, texts: list[str], voice: str) -> int:
+    def count(self, texts: list[str], voice: str, options: TextOptions = PLAIN) -> int:
         """The phonemes of a request's texts, in ONE time-bounded G2P task (the work budget's
-        measure); synthesis then finds each text cached."""
-        return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(texts, self.language(voice)))
+        measure; a lexicon's respellings take one more); synthesis then finds each text cached."""
+        return sum(len(phonemes.text) for phonemes in self.phonemize(texts, voice, options))
+
+    def phonemize(self, texts: list[str], voice: str, options: TextOptions = PLAIN) -> list[Phonemes]:
+        """What each text is said as: its phonemes and words, after the options."""
+        language = self.language(voice)
+        if options.phonemes:
+            for text in texts:
+                self._check(text, "phonemes")
+            return [phoneme_input(text) for text in texts]
+        if self.vocabulary:
+            check_lexicon(options.lexicon, self.vocabulary)
+            for text in texts:
+                check_markup(text, self.vocabulary)
+        if options.lexicon:
+            respellings = sorted(set().union(*(respellings_used(text, options.lexicon) for text in texts)))
+            converted = self._g2p.phonemize_many(respellings, language) if respellings else []
+            respelled = {word: phonemes.text for word, phonemes in zip(respellings, converted, strict=True)}
+            texts = [apply_lexicon(text, options.lexicon, respelled) for text in texts]
+        return self._g2p.phonemize_many(texts, language)
+
+    def _check(self, phonemes: str, where: str) -> None:
+        if self.vocabulary:
+            check_phonemes(phonemes, self.vocabulary, where)
 
     def warm(self) -> None:
         """Start the G2P workers (English loaded) before the first request needs them."""
