@@ -162,6 +162,11 @@ class SpeechEngine(abc.ABC):
             raise ValueError(f"ahead_s must be a finite number of seconds >= 0, got {ahead_s}")
         return self._synthesize(text, voice, speed, ahead_s, behind, text_options)
 
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        """The phoneme symbols the model speaks (config.json's vocab); empty when the engine has
+        none to tell, and then phonemes a client writes are not checked."""
+        return frozenset()
+
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
         check_voice(voice, self.voices())

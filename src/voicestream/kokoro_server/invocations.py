@@ -40,11 +40,12 @@ from voicestream.asgi import (
     unless_disconnected,
 )
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
-from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
+from voicestream.kokoro_server.speech import AudioStream, SpeechRequest, check_pronunciation
 from voicestream.wire.bidi import DEFAULT_VOICE, parse_invocation_request
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
 from voicestream.wire.framing import encode_sse
@@ -75,6 +76,8 @@ async def invocations(request: Request) -> Any:
         invocation = parse_invocation_request(body, runtime.limits)
         voice = invocation.voice or DEFAULT_VOICE
         runtime.engine.validate_voice(voice)
+        text_options = TextOptions(lexicon=invocation.lexicon, phonemes=invocation.phonemes)
+        check_pronunciation(runtime.engine, invocation.text, text_options, request_id)
     except (ProtocolError, InvalidRequestError) as error:
         error.request_id = request_id
         log_event("bad_invocation", logging.WARNING, code=error.code)
@@ -87,6 +90,7 @@ async def invocations(request: Request) -> Any:
         format=invocation.format,
         received_at=received_at,
         sample_rate=invocation.sample_rate,
+        text_options=text_options,
     )
     log_event("invocation", transport=invocation.transport, chars=len(speech.text), format=speech.format)
     stream = AudioStream(runtime, speech)

@@ -2,7 +2,9 @@
 request body, its error body and its server-sent events, written once. Standard library only.
 
     POST /v1/audio/speech  {"model", "input", "voice", "response_format"?, "speed"?,
-                            "stream_format"?, "instructions"?, "sample_rate"?}  -> audio, streamed
+                            "stream_format"?, "instructions"?, "sample_rate"?, "lexicon"?}
+                           -> audio, streamed
+    POST /v1/audio/phonemize {"input", "voice", "lexicon"?}  -> {"phonemes": ...}
 
 What differs from OpenAI, on purpose: voices are ours (ids and blends; OpenAI's names that
 Kokoro also has are accepted), `speed` is 0.5-2.0 (the engine's range, as on every route),
@@ -27,11 +29,13 @@ from voicestream.wire.bidi import (
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.framing import decode_json_object, encode_sse
+from voicestream.wire.pronunciation import Lexicon, parse_lexicon
 from voicestream.wire.words import WordTiming, word_dicts
 
 OPENAI_SPEECH_PATH: Final = "/v1/audio/speech"
 OPENAI_MODELS_PATH: Final = "/v1/models"
 OPENAI_VOICES_PATH: Final = "/v1/audio/voices"
+PHONEMIZE_PATH: Final = "/v1/audio/phonemize"
 # What an /invocations request sets (SageMaker's CustomAttributes) to reach /v1/audio/speech.
 CUSTOM_ATTRIBUTES_HEADER: Final = "x-amzn-sagemaker-custom-attributes"
 OPENAI_SPEECH_ROUTE_ATTRIBUTE: Final = f"route={OPENAI_SPEECH_PATH}"
@@ -65,6 +69,7 @@ _FIELDS: Final = frozenset(
         "words",
         "stream",
         "sample_rate",
+        "lexicon",
     }
 )
 
@@ -87,6 +92,7 @@ class OpenAISpeechRequest:
     stream_format: StreamFormat = "audio"
     words: bool = False
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
+    lexicon: Lexicon = ()  # our extension (an extra body field): how words are said
 
 
 def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = None) -> OpenAISpeechRequest:
@@ -109,7 +115,41 @@ def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = No
         stream_format=_choice(body, "stream_format", STREAM_FORMATS, "audio", ErrorCode.INVALID_TRANSPORT),
         words=_words(body),
         sample_rate=_sample_rate(body, response_format),
+        lexicon=openai_lexicon(body),
     )
+
+
+def openai_lexicon(body: dict[str, Any]) -> Lexicon:
+    """The body's `lexicon` (wire/pronunciation.py), with the field named on error."""
+    try:
+        return parse_lexicon(body.get("lexicon")) or ()
+    except ProtocolError as error:
+        raise OpenAIRequestError(error.code, error.message, "lexicon") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PhonemizeRequest:
+    """POST /v1/audio/phonemize: what the server would say for `input`, as Kokoro phonemes."""
+
+    input: str
+    voice: str
+    lexicon: Lexicon = ()
+
+
+_PHONEMIZE_FIELDS: Final = frozenset({"input", "voice", "lexicon", "model"})
+
+
+def parse_phonemize_request(payload: bytes | str, limits: Limits | None = None) -> PhonemizeRequest:
+    """Validate the body (the speech route's field rules; `model` is accepted and ignored)."""
+    limits = limits or Limits()
+    try:
+        body = decode_json_object(payload, "the request body")
+    except ProtocolError as error:
+        raise OpenAIRequestError(error.code, error.message, None) from None
+    unknown = sorted(set(body) - _PHONEMIZE_FIELDS)
+    if unknown:
+        raise OpenAIRequestError(ErrorCode.UNKNOWN_FIELD, f"unrecognized request argument: {unknown[0]}", unknown[0])
+    return PhonemizeRequest(input=_input(body, limits), voice=_voice(body), lexicon=openai_lexicon(body))
 
 
 def _model(body: dict[str, Any]) -> str:

@@ -78,6 +78,14 @@ def _entry_value(spoken: Any, where: str) -> str:
     return spoken
 
 
+def merge_lexicons(session: Lexicon, request: Lexicon | None) -> Lexicon:
+    """The session's lexicon with a request's entries added; a request's entry wins."""
+    if not request:
+        return session
+    words = {word for word, _ in request}
+    return tuple(entry for entry in session if entry[0] not in words) + request
+
+
 def lexicon_json(lexicon: Lexicon) -> dict[str, str]:
     return dict(lexicon)
 

@@ -18,14 +18,7 @@ from __future__ import annotations
 from voicestream.engine.base import check_voice
 from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.text.options import TextOptions
-from voicestream.engine.text.pronunciation import (
-    apply_lexicon,
-    check_lexicon,
-    check_markup,
-    check_phonemes,
-    phoneme_input,
-    respellings_used,
-)
+from voicestream.engine.text.pronunciation import apply_lexicon, check_request, phoneme_input, respellings_used
 
 PLAIN = TextOptions()
 
@@ -60,24 +53,16 @@ class TextFrontend:
     def phonemize(self, texts: list[str], voice: str, options: TextOptions = PLAIN) -> list[Phonemes]:
         """What each text is said as: its phonemes and words, after the options."""
         language = self.language(voice)
+        for text in texts:
+            check_request(text, options, self.vocabulary)
         if options.phonemes:
-            for text in texts:
-                self._check(text, "phonemes")
             return [phoneme_input(text) for text in texts]
-        if self.vocabulary:
-            check_lexicon(options.lexicon, self.vocabulary)
-            for text in texts:
-                check_markup(text, self.vocabulary)
         if options.lexicon:
             respellings = sorted(set().union(*(respellings_used(text, options.lexicon) for text in texts)))
             converted = self._g2p.phonemize_many(respellings, language) if respellings else []
             respelled = {word: phonemes.text for word, phonemes in zip(respellings, converted, strict=True)}
             texts = [apply_lexicon(text, options.lexicon, respelled) for text in texts]
         return self._g2p.phonemize_many(texts, language)
-
-    def _check(self, phonemes: str, where: str) -> None:
-        if self.vocabulary:
-            check_phonemes(phonemes, self.vocabulary, where)
 
     def warm(self) -> None:
         """Start the G2P workers (English loaded) before the first request needs them."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import gc
 import multiprocessing
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -43,6 +44,10 @@ MAX_PHONEMES = 510
 # misaki's espeak G2P language names for the non-English voices.
 ESPEAK_LANGUAGES = {"es": "es", "fr-fr": "fr-fr", "hi": "hi", "it": "it", "pt-br": "pt-br"}
 LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES)
+
+# Kokoro's inline markup `[word](/phonemes/)` (misaki/en.py's LINK_REGEX): misaki's English G2P
+# reads it natively; for the espeak languages `spliced_markup` does the same.
+MARKUP: Final = re.compile(r"\[([^\]]+)\]\(([^\)]*)\)")
 
 # Break preference when a text's phonemes exceed MAX_PHONEMES: sentence ends, then clauses, then words.
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
@@ -311,11 +316,26 @@ def build_phonemizer(language: str) -> Phonemizer:
         other = espeak.EspeakG2P(language=ESPEAK_LANGUAGES[language])
 
         def espeak_phonemes(text: str) -> Phonemes:
-            phonemes, _ = other(text)
-            return Phonemes(str(phonemes).strip())
+            return Phonemes(spliced_markup(text, lambda part: str(other(part)[0]).strip()))
 
         return espeak_phonemes
     raise _unsupported(language)
+
+
+def spliced_markup(text: str, phonemize: Callable[[str], str]) -> str:
+    """The phonemes of `text` with its `[word](/phonemes/)` markup said as written: a G2P
+    without markup support (espeak's would read the brackets and slashes aloud) converts the
+    text between them. Markup of another kind (`[word](2)`, misaki's stress) is read as its word."""
+    parts: list[str] = []
+    cursor = 0
+    for match in MARKUP.finditer(text):
+        parts.append(phonemize(text[cursor : match.start()]) if text[cursor : match.start()].strip() else "")
+        value = match.group(2)
+        written = len(value) >= 2 and value[0] == "/" and value[-1] == "/"
+        parts.append(value[1:-1].strip() if written else phonemize(match.group(1)))
+        cursor = match.end()
+    parts.append(phonemize(text[cursor:]) if text[cursor:].strip() else "")
+    return " ".join(part for part in parts if part)
 
 
 def _unsupported(language: str) -> UnsupportedLanguageError:

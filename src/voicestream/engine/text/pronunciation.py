@@ -16,12 +16,11 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from voicestream.engine.base import InvalidRequestError
-from voicestream.engine.text.g2p import Phonemes, SpokenWord
+from voicestream.engine.text.g2p import MARKUP, Phonemes, SpokenWord
+from voicestream.engine.text.options import TextOptions
 from voicestream.wire.errors import ErrorCode
 from voicestream.wire.pronunciation import WORD, Lexicon, phonemes_of
 
-# misaki's own pattern for its inline markup (misaki/en.py LINK_REGEX).
-MARKUP: Final = re.compile(r"\[([^\]]+)\]\(([^\)]*)\)")
 # Kokoro's punctuation symbols: a phoneme-input group made of them alone is a pause, not a word.
 _PUNCTUATION: Final = ';:,.!?¡¿—…"«»“”()'
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?…])\s+")
@@ -56,6 +55,18 @@ def check_lexicon(lexicon: Lexicon, vocabulary: frozenset[str]) -> None:
         phonemes = phonemes_of(value)
         if phonemes is not None:
             check_phonemes(phonemes, vocabulary, f"lexicon[{word!r}]")
+
+
+def check_request(text: str, options: TextOptions, vocabulary: frozenset[str]) -> None:
+    """Everything a request wrote in phonemes (its lexicon, its markup, or its phoneme input)
+    against the vocabulary: what the routes check before they queue it (empty: no check)."""
+    if not vocabulary:
+        return
+    if options.phonemes:
+        check_phonemes(text, vocabulary, "phonemes")
+        return
+    check_lexicon(options.lexicon, vocabulary)
+    check_markup(text, vocabulary)
 
 
 def respellings_used(text: str, lexicon: Lexicon) -> set[str]:

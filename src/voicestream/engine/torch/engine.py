@@ -179,6 +179,9 @@ class TorchEngine(SpeechEngine):
     def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         return self._frontend.count(texts, voice, text_options)
 
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        return self._frontend.vocabulary
+
     def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
         return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
