@@ -5,6 +5,9 @@ lexicon says it is); POST /v1/audio/phonemize round-trips; bad phonemes are code
 
 from __future__ import annotations
 
+import json
+import wave
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,7 @@ from websockets.asyncio.client import connect
 
 from tests.support.server import LiveServer
 from tests.support.session_client import collect, next_frame, send_json
+from voicestream.cli import main
 from voicestream.engine.text.options import TextOptions
 
 if TYPE_CHECKING:
@@ -191,3 +195,32 @@ async def _phonemize(server: LiveServer, text: str) -> str:
         )
     phonemes: str = response.json()["phonemes"]
     return phonemes
+
+
+# --- the CLI --------------------------------------------------------------------------------------
+
+
+def test_cli_say_through_a_server_with_a_lexicon_file(
+    kokoro_server: LiveServer, asr: ModuleType, tmp_path: Path
+) -> None:
+    lexicon = tmp_path / "lexicon.json"
+    lexicon.write_text(json.dumps(RESPELLED), encoding="utf-8")
+    out = tmp_path / "said.wav"
+    arguments = ["say", "--upstream", "kokoro", "--url", kokoro_server.http_url, "--lexicon", str(lexicon)]
+    assert main([*arguments, "-o", str(out), TEXT]) == 0
+    with wave.open(str(out)) as wav:
+        said_right(asr, wav.readframes(wav.getnframes()))
+
+
+def test_cli_say_phonemes_in_process(asr: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "said.wav"
+    assert main(["say", "--phonemes", "-o", str(out), "plˈiz bɹˈɪŋ ði ˌʌmbɹˈɛlə təmˈɑɹO."]) == 0
+    with wave.open(str(out)) as wav:
+        said_right(asr, wav.readframes(wav.getnframes()))
+
+
+def test_cli_say_refuses_a_bad_lexicon_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lexicon = tmp_path / "lexicon.json"
+    lexicon.write_text(json.dumps({"two words": "x"}), encoding="utf-8")
+    assert main(["say", "--lexicon", str(lexicon), "-o", str(tmp_path / "x.wav"), TEXT]) == 2
+    assert f"--lexicon {lexicon}['two words']: a key must be one word" in capsys.readouterr().err
