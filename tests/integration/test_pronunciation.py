@@ -97,6 +97,16 @@ def test_phoneme_input_says_what_phonemize_gave_and_times_its_groups(engine: Onn
     said_right(asr, np.concatenate([chunk.samples for chunk in chunks]))
 
 
+def test_espeak_languages_say_markup_and_lexicon_as_written(engine: OnnxEngine) -> None:
+    """espeak would read the brackets and slashes aloud; the front end splices the phonemes in."""
+    plain = engine.phonemes("Hola amigo.", "ef_dora")[0]
+    assert plain.startswith("ˈola ") and plain.endswith(" amˈiɣo.")
+    said = engine.phonemes("Hola [Kokoro](/kˈOkəɹO/) amigo.", "ef_dora")
+    assert said == [plain.replace(" amˈiɣo", " kˈOkəɹO amˈiɣo")]
+    lexicon = TextOptions(lexicon=(("Kokoro", "/kˈOkəɹO/"),))
+    assert engine.phonemes("Hola Kokoro amigo.", "ef_dora", lexicon) == said
+
+
 # --- the routes -----------------------------------------------------------------------------------
 
 
@@ -154,6 +164,16 @@ def test_phonemize_round_trips(kokoro_server: LiveServer, asr: ModuleType, engin
     assert phonemes == " ".join(said)
     spoken = httpx.post(f"{kokoro_server.http_url}/invocations", json={"phonemes": phonemes}, timeout=120)
     assert asr.word_error_rate(f"{SAID} It may rain.", heard(asr, spoken.content)) <= MAX_WER
+
+
+def test_phonemize_through_sagemakers_invocations_route(kokoro_server: LiveServer) -> None:
+    """SageMaker reaches only /invocations: CustomAttributes route it (as for /v1/audio/speech)."""
+    body = {"input": SAID, "voice": "af_heart"}
+    direct = httpx.post(f"{kokoro_server.http_url}/v1/audio/phonemize", json=body, timeout=60)
+    headers = {"X-Amzn-SageMaker-Custom-Attributes": "trace=1, route=/v1/audio/phonemize"}
+    routed = httpx.post(f"{kokoro_server.http_url}/invocations", json=body, headers=headers, timeout=60)
+    assert routed.status_code == direct.status_code == 200
+    assert routed.json() == direct.json()
 
 
 @pytest.mark.parametrize(

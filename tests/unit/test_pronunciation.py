@@ -54,6 +54,7 @@ def test_a_lexicon_keeps_its_entries_in_order() -> None:
         ("Nguyen", "win"),
         ("don't", "dont"),
     )
+    assert parse_lexicon({"Jose\u0301": "hoseh"}) == (("Jos\u00e9", "hoseh"),)  # NFC, as the text is
     assert parse_lexicon(None) is None
     assert parse_lexicon({}) == ()
 

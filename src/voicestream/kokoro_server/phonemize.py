@@ -4,7 +4,8 @@ So that a user can build a lexicon: phonemize a word, adjust the phonemes, put t
 lexicon (or send them as phoneme input). The text goes through exactly what synthesis does
 (the same sentence split, normalization, lexicon and G2P of the shared front end, the same
 phoneme budget and G2P queue, the same body reader and deadline), and the answer's phonemes,
-sent back as `phonemes`, are said the same. Errors are the OpenAI routes' body.
+sent back as `phonemes`, are said the same. Errors are the OpenAI routes' body. Through
+SageMaker: POST /invocations with CustomAttributes `route=/v1/audio/phonemize` (invocations.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ async def phonemize(request: Request) -> Response:
         body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
     except ProtocolError as error:
         return openai_error(error)
+    return await phonemize_response(runtime, body, request)
+
+
+async def phonemize_response(runtime: ServerRuntime, body: bytes, request: Request) -> Response:
+    """The answer to one phonemize body (the route's and /invocations' with CustomAttributes
+    `route=/v1/audio/phonemize`); `request` is watched for the client leaving."""
     if not runtime.ready:
         return openai_error(CodedError(f"the model is {runtime.readiness.value}", code=ErrorCode.NOT_READY, status=503))
     try:

@@ -246,9 +246,18 @@ def openai_error_body(error: CodedError, param: str | None = None) -> dict[str, 
 
 def routes_to_openai_speech(custom_attributes: str | None) -> bool:
     """Whether an /invocations request's CustomAttributes ask for /v1/audio/speech."""
+    return _has_attribute(custom_attributes, OPENAI_SPEECH_ROUTE_ATTRIBUTE)
+
+
+def routes_to_phonemize(custom_attributes: str | None) -> bool:
+    """Whether an /invocations request's CustomAttributes ask for /v1/audio/phonemize."""
+    return _has_attribute(custom_attributes, f"route={PHONEMIZE_PATH}")
+
+
+def _has_attribute(custom_attributes: str | None, attribute: str) -> bool:
     if not custom_attributes:
         return False
-    return OPENAI_SPEECH_ROUTE_ATTRIBUTE in (part.strip() for part in custom_attributes.split(","))
+    return attribute in (part.strip() for part in custom_attributes.split(","))
 
 
 # --- server-sent events -------------------------------------------------------------------------

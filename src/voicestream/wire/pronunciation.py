@@ -5,7 +5,8 @@ slashes (`{"Kokoro": "/kˈOkəɹO/"}`), or a respelling in plain letters that th
 instead of the word (`{"Nguyen": "win"}`). Matching rules (docs/protocol.md, "Pronunciation"):
 a key is one word (letters and digits, apostrophes inside); an all-lowercase key matches the
 word in any case, a key with a capital matches that exact spelling (and wins over a lowercase
-one). Phoneme symbols are checked against the model's vocabulary by the engine, which knows it.
+one); keys are compared in Unicode NFC. Phoneme symbols are checked against the model's
+vocabulary by the engine, which knows it.
 
 Both are bounded here, before any work: entries, key and value sizes, the phoneme budget.
 Standard library only.
@@ -14,6 +15,7 @@ Standard library only.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Final, TypeAlias
 
 from voicestream.wire.errors import ErrorCode, ProtocolError
@@ -49,7 +51,8 @@ def parse_lexicon(value: Any, field: str = "lexicon") -> Lexicon | None:
     if len(value) > MAX_LEXICON_ENTRIES:
         raise _invalid(f"{field} has {len(value)} entries; the limit is {MAX_LEXICON_ENTRIES}")
     entries: list[tuple[str, str]] = []
-    for word, spoken in value.items():
+    for key, spoken in value.items():
+        word = unicodedata.normalize("NFC", key)  # as normalization writes the text it is matched against
         where = f"{field}[{word[:MAX_LEXICON_WORD_CHARS]!r}]"
         if len(word) > MAX_LEXICON_WORD_CHARS:
             raise _invalid(f"{where}: a word may have at most {MAX_LEXICON_WORD_CHARS} characters, got {len(word)}")
