@@ -74,4 +74,4 @@ async def phonemize_response(runtime: ServerRuntime, body: bytes, request: Reque
         log_event("phonemize_failed", logging.ERROR, exc_info=True, error=repr(error))
         return openai_error(public_error(error))
     log_event("phonemize", chars=len(parsed.input), phonemes=total)
-    return JSONResponse({"phonemes": " ".join(phonemes)})
+    return JSONResponse({"phonemes": " ".join(part for part in phonemes if part)})
