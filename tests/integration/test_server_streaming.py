@@ -52,7 +52,7 @@ class RecordingEngine(SpeechEngine):
     def _synthesize(
         self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
-        return self._recorded(self.inner.synthesize(text, voice, speed))
+        return self._recorded(self.inner.synthesize(text, voice, speed, text_options=text_options))
 
     def _recorded(self, chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         while True:

@@ -195,7 +195,7 @@ class ChunkRecorder(SpeechEngine):
     def _synthesize(
         self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
-        for chunk in self.inner.synthesize(text, voice, speed):
+        for chunk in self.inner.synthesize(text, voice, speed, text_options=text_options):
             with self._lock:
                 self.chunks.append(chunk.samples)
             yield chunk

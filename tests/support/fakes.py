@@ -65,6 +65,7 @@ class ToneEngine(SpeechEngine):
         self.refuse_on = refuse_on
         self.words = words
         self.texts: list[str] = []  # every text asked for, in order
+        self.text_options: list[TextOptions] = []  # the text options of each
         self.aheads: list[float] = []  # the audio ahead (s) each text was asked for with
         self.behinds: list[bool] = []  # whether the server was behind each text's listener
         self.chunks_made = 0
@@ -84,6 +85,7 @@ class ToneEngine(SpeechEngine):
         if self.refuse_on is not None and self.refuse_on in text:
             raise InvalidRequestError(f"refused {text!r}")
         self.texts.append(text)
+        self.text_options.append(text_options)
         self.aheads.append(ahead_s)
         self.behinds.append(behind)
         return self._chunks(text)
@@ -192,6 +194,7 @@ async def started_runtime(
     assert runtime.ready, runtime.error
     if isinstance(engine, ToneEngine):  # the warm-up is not what a test asked for
         engine.texts.clear()
+        engine.text_options.clear()
         engine.aheads.clear()
         engine.behinds.clear()
         engine.chunks_made = 0

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from voicestream.engine.base import check_text
+from voicestream.engine.text.agent_text import normalize_agent_text
 from voicestream.engine.text.g2p import spliced_markup
 from voicestream.engine.text.options import TextOptions
 from voicestream.engine.text.pronunciation import (
@@ -246,4 +247,5 @@ def test_espeak_languages_say_markup_as_written() -> None:
 )
 def test_normalization_leaves_inline_markup_alone(text: str) -> None:
     assert check_text(text) == text
+    assert normalize_agent_text(text).text == text  # agent text reads links as their text, not this
     assert check_text(f"  {text}  ", TextOptions(phonemes=True)) == text

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.text.normalize import normalize_text
-from voicestream.engine.text.options import TextOptions
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.voices import UnknownVoice, VoiceBlend, parse_voice_spec
@@ -143,7 +143,7 @@ class SpeechEngine(abc.ABC):
         *,
         ahead_s: float = 0.0,
         behind: bool = False,
-        text_options: TextOptions = TextOptions(),  # noqa: B008  # frozen: one shared default is safe
+        text_options: TextOptions = DEFAULT_TEXT_OPTIONS,
     ) -> Iterator[AudioChunk]:
         """Yield the audio of `text` chunk by chunk. Validates before any work is done.
 
@@ -152,7 +152,7 @@ class SpeechEngine(abc.ABC):
         larger windows (windows.py): the same audio for less compute. `behind`: the listener has
         run out of audio though this text was waiting (the server has more work than workers):
         fewer, larger windows from the first, which cost less per second of audio.
-        `text_options`: the request's lexicon, or phoneme input (options.py)."""
+        `text_options`: how the text is read: normalized, a lexicon, or phoneme input (options.py)."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         text = check_text(text, text_options)
@@ -177,10 +177,7 @@ class SpeechEngine(abc.ABC):
     ) -> Iterator[AudioChunk]: ...
 
     def count_phonemes(
-        self,
-        texts: Sequence[str],
-        voice: str = DEFAULT_VOICE,
-        text_options: TextOptions = TextOptions(),  # noqa: B008  # frozen: one shared default is safe
+        self, texts: Sequence[str], voice: str = DEFAULT_VOICE, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
     ) -> int:
         """The phonemes `synthesize` would speak for `texts` (a request's sentences): the
         measure of a request's work. Raises what synthesis would (empty text, unknown voice,
@@ -199,7 +196,7 @@ class SpeechEngine(abc.ABC):
         self,
         texts: Sequence[str],
         voice: str = DEFAULT_VOICE,
-        text_options: TextOptions = TextOptions(),  # noqa: B008  # frozen: one shared default is safe
+        text_options: TextOptions = DEFAULT_TEXT_OPTIONS,
     ) -> list[str]:
         """What `synthesize` would say for each text, as Kokoro phonemes (POST /v1/audio/phonemize):
         fed back as phoneme input, each says the same. Raises what `count_phonemes` would."""

@@ -84,7 +84,9 @@ async def invocations(request: Request) -> Any:
         invocation = parse_invocation_request(body, runtime.limits)
         voice = invocation.voice or DEFAULT_VOICE
         runtime.engine.validate_voice(voice)
-        text_options = TextOptions(lexicon=invocation.lexicon, phonemes=invocation.phonemes)
+        text_options = TextOptions(
+            normalize=invocation.normalize, lexicon=invocation.lexicon, phonemes=invocation.phonemes
+        )
         check_pronunciation(runtime.engine, invocation.text, text_options, request_id)
     except (ProtocolError, InvalidRequestError) as error:
         error.request_id = request_id

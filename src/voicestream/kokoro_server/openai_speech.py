@@ -87,7 +87,7 @@ async def speech_response(runtime: ServerRuntime, body: bytes, request: Request)
     except InvalidRequestError as error:
         log_event("bad_openai_speech", logging.WARNING, code=error.code)
         return openai_error(error, "voice")
-    text_options = TextOptions(lexicon=parsed.lexicon)
+    text_options = TextOptions(normalize=parsed.normalize, lexicon=parsed.lexicon)
     try:
         check_pronunciation(runtime.engine, parsed.input, text_options, None)
     except ProtocolError as error:

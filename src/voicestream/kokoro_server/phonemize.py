@@ -50,7 +50,7 @@ async def phonemize_response(runtime: ServerRuntime, body: bytes, request: Reque
         return openai_error(error)
     except InvalidRequestError as error:
         return openai_error(error, "voice")
-    options = TextOptions(lexicon=parsed.lexicon)
+    options = TextOptions(normalize=parsed.normalize, lexicon=parsed.lexicon)
     try:
         check_pronunciation(runtime.engine, parsed.input, options, None)
     except ProtocolError as error:

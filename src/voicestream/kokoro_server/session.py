@@ -110,6 +110,7 @@ class SessionDefaults:
     words: bool = False
     sample_rate: int | None = None  # None: each request's format's default (8 kHz G.711, else 24 kHz)
     lexicon: Lexicon = ()  # the session's; a request's own entries win over it
+    normalize: bool = True
 
 
 class EndReason(StrEnum):
@@ -354,7 +355,9 @@ class ServerSession:
         self._check_voice(voice, request_id)
         audio_format = message.format or self.defaults.format
         text_options = TextOptions(
-            lexicon=merge_lexicons(self.defaults.lexicon, message.lexicon), phonemes=bool(message.phonemes)
+            normalize=self.defaults.normalize if message.normalize is None else message.normalize,
+            lexicon=merge_lexicons(self.defaults.lexicon, message.lexicon),
+            phonemes=bool(message.phonemes),
         )
         check_pronunciation(self.runtime.engine, message.text, text_options, request_id)
         request = SpeechRequest(
@@ -395,6 +398,8 @@ class ServerSession:
         if message.lexicon is not None:
             self._check_lexicon(message.lexicon)
             self.defaults.lexicon = message.lexicon
+        if message.normalize is not None:
+            self.defaults.normalize = message.normalize
         log_event(
             "config",
             voice=self.defaults.voice,

@@ -25,9 +25,8 @@ from voicestream.engine.base import (
     TextTooComplexError,
     WordTiming,
 )
-from voicestream.engine.text.frontend import PLAIN
 from voicestream.engine.text.normalize import normalize_text
-from voicestream.engine.text.options import TextOptions
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.pronunciation import check_request, split_phoneme_sentences
 from voicestream.kokoro_server.encoders import EncodedFormat, Framer, create_encoder
 from voicestream.kokoro_server.playback import PlaybackClock
@@ -52,7 +51,7 @@ class SpeechRequest:
     received_at: float  # time.perf_counter() when the server received it
     words: bool = False  # the client asked for word timings
     sample_rate: int = SAMPLE_RATE  # Hz of the delivered audio (Kokoro's 24 kHz is resampled to it)
-    text_options: TextOptions = PLAIN  # lexicon, phoneme input
+    text_options: TextOptions = DEFAULT_TEXT_OPTIONS  # how the text is read (normalize, lexicon, phoneme input)
 
 
 @dataclass(slots=True)

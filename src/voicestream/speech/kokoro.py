@@ -232,10 +232,12 @@ class BidiSession(SessionLifecycle[_Item]):
         sample_rate: int | None = None,
         lexicon: Mapping[str, str] | None = None,
         phonemes: bool = False,
+        normalize: bool | None = None,
     ) -> str:
         """Queue `text` for synthesis and return its request id at once (pipelined).
         `words` asks for its word timings (default: the session's `words`); `sample_rate` the
-        delivered audio's rate (default: the session's config, else the format's); `lexicon` how
+        delivered audio's rate (default: the session's config, else the format's); `normalize`
+        False speaks the text as written (default: the session's config, else on); `lexicon` how
         words are said, `phonemes` that `text` is Kokoro phonemes (docs/protocol.md, "Pronunciation")."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text must be a non-empty string")
@@ -262,6 +264,7 @@ class BidiSession(SessionLifecycle[_Item]):
             sample_rate=sample_rate,
             lexicon=parse_lexicon(None if lexicon is None else dict(lexicon)),
             phonemes=phonemes or None,
+            normalize=normalize,
         )
         await self._send_message(message)
         return rid
@@ -274,13 +277,14 @@ class BidiSession(SessionLifecycle[_Item]):
         format: AudioFormat | None = None,
         sample_rate: int | None = None,
         lexicon: Mapping[str, str] | None = None,
+        normalize: bool | None = None,
     ) -> None:
         """Set defaults for the rest of the session (unset fields keep their value; a lexicon
         replaces the session's)."""
         self._ensure_open()
         words = parse_lexicon(None if lexicon is None else dict(lexicon))
         await self._send_message(
-            Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate, lexicon=words)
+            Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate, lexicon=words, normalize=normalize)
         )
 
     async def append(self, text: str, *, request_id: str | None = None) -> str:

@@ -147,6 +147,7 @@ class Synthesize:
     sample_rate: int | None = None  # Hz of the delivered audio (default: the format's)
     lexicon: Lexicon | None = None  # how words are said (wire/pronunciation.py)
     phonemes: bool | None = None  # True: `text` is Kokoro phonemes, sent as "phonemes" instead of "text"
+    normalize: bool | None = None  # read agent text right (numbers, dates, markup ...; default true)
     type: ClassVar[str] = "synthesize"
 
 
@@ -160,6 +161,7 @@ class Config:
     words: bool | None = None
     sample_rate: int | None = None
     lexicon: Lexicon | None = None  # replaces the session's lexicon ({} clears it)
+    normalize: bool | None = None
     type: ClassVar[str] = "config"
 
 
@@ -216,6 +218,7 @@ class InvocationRequest:
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
     lexicon: Lexicon = ()
     phonemes: bool = False  # `text` came as "phonemes": Kokoro phonemes, no G2P
+    normalize: bool = True
 
 
 # --- server -> client ---------------------------------------------------------------------
@@ -399,6 +402,7 @@ def parse_client_message(
                 sample_rate=_sample_rate(body),
                 lexicon=parse_lexicon(body.get("lexicon")),
                 phonemes=phonemes or None,
+                normalize=_flag(body, "normalize"),
             )
         if kind == "config":
             return Config(
@@ -408,6 +412,7 @@ def parse_client_message(
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
                 lexicon=parse_lexicon(body.get("lexicon")),
+                normalize=_flag(body, "normalize"),
             )
         if kind == "append":
             return Append(text=_append_text(body, limits), request_id=request_id)
@@ -452,6 +457,7 @@ def parse_invocation_request(payload: bytes | str, limits: Limits | None = None)
         sample_rate=_sample_rate(body) or default_sample_rate(audio_format),
         lexicon=parse_lexicon(body.get("lexicon")) or (),
         phonemes=phonemes,
+        normalize=_flag(body, "normalize") is not False,
     )
 
 

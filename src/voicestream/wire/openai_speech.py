@@ -70,6 +70,7 @@ _FIELDS: Final = frozenset(
         "stream",
         "sample_rate",
         "lexicon",
+        "normalize",
     }
 )
 
@@ -93,6 +94,7 @@ class OpenAISpeechRequest:
     words: bool = False
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
     lexicon: Lexicon = ()  # our extension (an extra body field): how words are said
+    normalize: bool = True  # our extension: read agent text right (docs/protocol.md)
 
 
 def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = None) -> OpenAISpeechRequest:
@@ -116,6 +118,7 @@ def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = No
         words=_words(body),
         sample_rate=_sample_rate(body, response_format),
         lexicon=openai_lexicon(body),
+        normalize=_normalize(body),
     )
 
 
@@ -134,9 +137,10 @@ class PhonemizeRequest:
     input: str
     voice: str
     lexicon: Lexicon = ()
+    normalize: bool = True
 
 
-_PHONEMIZE_FIELDS: Final = frozenset({"input", "voice", "lexicon", "model"})
+_PHONEMIZE_FIELDS: Final = frozenset({"input", "voice", "lexicon", "normalize", "model"})
 
 
 def parse_phonemize_request(payload: bytes | str, limits: Limits | None = None) -> PhonemizeRequest:
@@ -149,7 +153,9 @@ def parse_phonemize_request(payload: bytes | str, limits: Limits | None = None) 
     unknown = sorted(set(body) - _PHONEMIZE_FIELDS)
     if unknown:
         raise OpenAIRequestError(ErrorCode.UNKNOWN_FIELD, f"unrecognized request argument: {unknown[0]}", unknown[0])
-    return PhonemizeRequest(input=_input(body, limits), voice=_voice(body), lexicon=openai_lexicon(body))
+    return PhonemizeRequest(
+        input=_input(body, limits), voice=_voice(body), lexicon=openai_lexicon(body), normalize=_normalize(body)
+    )
 
 
 def _model(body: dict[str, Any]) -> str:
@@ -235,6 +241,13 @@ def _words(body: dict[str, Any]) -> bool:
     if instructions is not None and not isinstance(instructions, str):
         raise OpenAIRequestError(ErrorCode.INVALID_REQUEST, "instructions must be a string", "instructions")
     return bool(body.get("words"))
+
+
+def _normalize(body: dict[str, Any]) -> bool:
+    value = body.get("normalize")
+    if value is not None and not isinstance(value, bool):
+        raise OpenAIRequestError(ErrorCode.INVALID_REQUEST, "normalize must be true or false", "normalize")
+    return value is not False
 
 
 def openai_error_body(error: CodedError, param: str | None = None) -> dict[str, Any]:

@@ -36,9 +36,9 @@ from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.streaming.word_timings import FRAME_S, tokenize, words_starting_in
-from voicestream.engine.text.frontend import PLAIN, TextFrontend
+from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
-from voicestream.engine.text.options import TextOptions
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
 from voicestream.wire.voices import OFFICIAL_VOICES
@@ -162,11 +162,11 @@ class OnnxEngine(SpeechEngine):
         raw = np.frombuffer(read_voice(self._assets, name), dtype="<f4").copy()
         return raw.reshape(VOICE_SHAPE)
 
-    def phonemes(self, text: str, voice: str, text_options: TextOptions = PLAIN) -> list[str]:
+    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
         return [piece.text for piece in self.phoneme_pieces(text, voice, text_options)]
 
-    def phoneme_pieces(self, text: str, voice: str, text_options: TextOptions = PLAIN) -> list[Phonemes]:
+    def phoneme_pieces(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
         return self._frontend.pieces(text, voice, text_options)
 

@@ -39,9 +39,9 @@ from voicestream.engine.models.torch_assets import (
 )
 from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.streaming.word_timings import tokenize, words_starting_in
-from voicestream.engine.text.frontend import PLAIN, TextFrontend
+from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
-from voicestream.engine.text.options import TextOptions
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.torch.split import TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
@@ -172,7 +172,7 @@ class TorchEngine(SpeechEngine):
                 tensor = self._voice_files[name] = load_voice_tensor(assets.voice_path(name)).to(self.device)
             return tensor
 
-    def phonemes(self, text: str, voice: str, text_options: TextOptions = PLAIN) -> list[str]:
+    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
         return [piece.text for piece in self._frontend.pieces(text, voice, text_options)]
 
@@ -191,7 +191,9 @@ class TorchEngine(SpeechEngine):
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
         return self._run(self._prepare(text, voice, speed, text_options), ahead_s, behind)
 
-    def _prepare(self, text: str, voice: str, speed: float, text_options: TextOptions = PLAIN) -> _Request:
+    def _prepare(
+        self, text: str, voice: str, speed: float, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
+    ) -> _Request:
         return _Request(self._frontend.pieces(text, voice, text_options), self.voice_tensor(voice), speed)
 
     def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
