@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from voicestream.engine import create_engine
-from voicestream.engine.base import AudioChunk, EngineError, UnknownVoiceError, UnsupportedLanguageError
+from voicestream.engine.base import AudioChunk, EngineError, UnknownVoiceError
 from voicestream.engine.models.assets import AssetError
 from voicestream.engine.models.torch_assets import CHECKPOINT_FILE, CONFIG_FILE, load_voice_tensor
 from voicestream.engine.torch.engine import TorchEngine
@@ -121,11 +121,6 @@ def test_unknown_voice_lists_the_valid_ids(engine: TorchEngine) -> None:
 def test_voice_missing_from_the_model_dir_names_the_file(engine: TorchEngine) -> None:
     with pytest.raises(AssetError, match=r"voices/am_adam\.pt"):
         engine.synthesize("Hello.", "am_adam")
-
-
-def test_language_without_g2p_is_a_clear_error(engine: TorchEngine) -> None:
-    with pytest.raises(UnsupportedLanguageError, match="'ja'"):
-        engine.synthesize("こんにちは", "jf_alpha")
 
 
 def test_two_threads_synthesize_at_once(engine: TorchEngine) -> None:

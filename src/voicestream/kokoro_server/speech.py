@@ -7,7 +7,11 @@ any audio. Then `frames()` yields the encoded audio, `items()` also the word tim
 comes next (a `WordTiming` tuple, in seconds of the request's audio, yielded before the frames
 that speak them). Each engine step (one inference) runs in a synthesis worker thread and the
 frames are yielded as soon as they exist; a consumer that stops iterating stops the work after
-the step in flight, so a cancelled or disconnected request costs at most one step.
+the step in flight, so a cancelled or disconnected request costs at most one step. A step also
+resamples and encodes the chunk it made (`_next_encoded`): encoding (mp3, opus, flac ...) never
+runs on the event loop, where it would delay every other session's frames and pings. The steps
+of one request run one after another, so its stateful resampler and encoder see the chunks in
+order, one thread at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from voicestream.engine.base import (
 from voicestream.engine.text.normalize import normalize_text
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.pronunciation import check_request, split_phoneme_sentences
-from voicestream.kokoro_server.encoders import EncodedFormat, Framer, create_encoder
+from voicestream.kokoro_server.encoders import AudioEncoder, EncodedFormat, Framer
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.kokoro_server.runtime import ServerRuntime
@@ -58,7 +62,7 @@ class SpeechRequest:
 class StreamStats:
     audio_bytes: int = 0  # encoded bytes produced
     audio_samples: int = 0  # samples synthesized (24 kHz, before any resampling)
-    synth_s: float = 0.0  # time spent in engine steps
+    synth_s: float = 0.0  # time spent in engine steps (with the encoding of their chunks)
     sentences: int = 0
     phonemes: int = 0  # the request's work, counted before synthesis
 
@@ -80,8 +84,19 @@ def check_pronunciation(engine: SpeechEngine, text: str, options: TextOptions, r
         raise ProtocolError(error.code, error.message, request_id) from None
 
 
-def _next_chunk(chunks: Iterator[AudioChunk]) -> AudioChunk | None:
-    return next(chunks, None)
+def _next_encoded(
+    chunks: Iterator[AudioChunk], resampler: StreamResampler, encoder: AudioEncoder
+) -> tuple[AudioChunk | None, bytes]:
+    """One engine step and its chunk encoded (in a synthesis worker); (None, b"") at the end."""
+    chunk = next(chunks, None)
+    if chunk is None:
+        return None, b""
+    return chunk, encoder.encode(resampler.push(chunk.samples))
+
+
+def _encoded_tail(resampler: StreamResampler, encoder: AudioEncoder) -> bytes:
+    """What the resampler and the encoder still hold, once the request's audio has all come."""
+    return encoder.encode(resampler.finish()) + encoder.finish()
 
 
 class AudioStream:
@@ -105,7 +120,7 @@ class AudioStream:
         limits = self.runtime.limits
         engine = self.runtime.engine
         request = self.request
-        encoder = create_encoder(request.format, request.sample_rate, mp3_bitrate_kbps=limits.mp3_bitrate_kbps)
+        encoder = self.runtime.encoders(request.format, request.sample_rate, limits.mp3_bitrate_kbps)
         self.bytes_per_second = encoder.bytes_per_second
         # One resampler for the whole request: its state carries over every chunk and sentence.
         resampler = StreamResampler(SAMPLE_RATE, request.sample_rate)
@@ -135,7 +150,9 @@ class AudioStream:
             self.stats.synth_s += time.perf_counter() - started
             while True:
                 started = time.perf_counter()
-                chunk = await self.runtime.in_worker_by(self.playback.runs_dry_at(waiting_since), _next_chunk, chunks)
+                chunk, encoded = await self.runtime.in_worker_by(
+                    self.playback.runs_dry_at(waiting_since), _next_encoded, chunks, resampler, encoder
+                )
                 self.stats.synth_s += time.perf_counter() - started
                 if chunk is None:
                     break
@@ -143,12 +160,14 @@ class AudioStream:
                     yield tuple(word.shifted(sentence_offset_s) for word in chunk.words)
                 self.stats.audio_samples += len(chunk.samples)
                 self.playback.produced(len(chunk.samples) / SAMPLE_RATE)
-                for frame in framer.push(encoder.encode(resampler.push(chunk.samples))):
+                for frame in framer.push(encoded):
                     self.stats.audio_bytes += len(frame)
                     yield frame
             waiting_since = max(waiting_since, sentence_started)
-        tail = encoder.encode(resampler.finish())
-        for frame in [*framer.push(tail + encoder.finish()), *framer.flush()]:
+        tail = await self.runtime.in_worker_by(
+            self.playback.runs_dry_at(waiting_since), _encoded_tail, resampler, encoder
+        )
+        for frame in [*framer.push(tail), *framer.flush()]:
             self.stats.audio_bytes += len(frame)
             yield frame
 
