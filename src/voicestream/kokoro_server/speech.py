@@ -21,14 +21,23 @@ from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass
 
 from voicestream.chunker import split_sentences
-from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
+from voicestream.engine.base import (
+    AudioChunk,
+    EmptyTextError,
+    InvalidRequestError,
+    SpeechEngine,
+    TextTooComplexError,
+    WordTiming,
+)
 from voicestream.engine.text.normalize import normalize_text
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
+from voicestream.engine.text.pronunciation import check_request, split_phoneme_sentences
 from voicestream.kokoro_server.encoders import AudioEncoder, EncodedFormat, Framer
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE
+from voicestream.wire.errors import ProtocolError
 
 AudioItem = bytes | tuple[WordTiming, ...]
 """An encoded audio frame, or the word timings of the audio that follows."""
@@ -46,7 +55,7 @@ class SpeechRequest:
     received_at: float  # time.perf_counter() when the server received it
     words: bool = False  # the client asked for word timings
     sample_rate: int = SAMPLE_RATE  # Hz of the delivered audio (Kokoro's 24 kHz is resampled to it)
-    text_options: TextOptions = DEFAULT_TEXT_OPTIONS  # how the text is read (normalize)
+    text_options: TextOptions = DEFAULT_TEXT_OPTIONS  # how the text is read (normalize, lexicon, phoneme input)
 
 
 @dataclass(slots=True)
@@ -64,6 +73,15 @@ class StreamStats:
     def audio_s(self) -> float:
         """Seconds of audio synthesized so far."""
         return self.audio_samples / SAMPLE_RATE
+
+
+def check_pronunciation(engine: SpeechEngine, text: str, options: TextOptions, request_id: str | None) -> None:
+    """What a request wrote in phonemes (lexicon, markup, phoneme input), checked against the
+    model's vocabulary before it is queued: a `ProtocolError` naming the symbol otherwise."""
+    try:
+        check_request(text, options, engine.phoneme_vocabulary())
+    except InvalidRequestError as error:
+        raise ProtocolError(error.code, error.message, request_id) from None
 
 
 def _next_encoded(
@@ -107,7 +125,8 @@ class AudioStream:
         # One resampler for the whole request: its state carries over every chunk and sentence.
         resampler = StreamResampler(SAMPLE_RATE, request.sample_rate)
         framer = Framer.for_encoder(encoder, limits.frame_ms)
-        sentences = (split_sentences(request.text) if self.runtime.policy.split_requests else []) or [request.text]
+        split = split_phoneme_sentences if request.text_options.phonemes else split_sentences
+        sentences = (split(request.text) if self.runtime.policy.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
         # Since when this request's next sentence has been waiting for the engine: a listener who
         # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since),
@@ -155,13 +174,16 @@ class AudioStream:
     async def _check_work(self, sentences: list[str]) -> list[str]:
         """The sentences there is something to say in, once the request's work is known to be
         within `max_phonemes`; TextTooComplexError (before any audio) otherwise."""
-        spoken = [sentence for sentence in sentences if normalize_text(sentence).strip()]
+        options = self.request.text_options
+        spoken = [
+            sentence for sentence in sentences if (sentence if options.phonemes else normalize_text(sentence)).strip()
+        ]
         if not spoken:
             raise EmptyTextError()
         engine, limit = self.runtime.engine, self.runtime.limits.max_phonemes
-        self.stats.phonemes = await self.runtime.in_g2p(
-            engine.count_phonemes, spoken, self.request.voice, self.request.text_options
-        )
+        # Phoneme input is checked whole, so that a bad symbol's position is the request's.
+        counted = [self.request.text] if options.phonemes else spoken
+        self.stats.phonemes = await self.runtime.in_g2p(engine.count_phonemes, counted, self.request.voice, options)
         if self.stats.phonemes > limit:
             raise TextTooComplexError(
                 f"the text is {self.stats.phonemes} phonemes of speech; one request may have at most {limit}: "

@@ -140,6 +140,7 @@ class OnnxEngine(SpeechEngine):
         self.derived_dir = derived_dir
         self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.strategy.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
+        self._frontend.vocabulary = frozenset(self._vocab)
         self._assets = assets
         self._voice("af_heart")
         self._frontend.warm()
@@ -171,6 +172,12 @@ class OnnxEngine(SpeechEngine):
 
     def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         return self._frontend.count(texts, voice, text_options)
+
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        return self._frontend.vocabulary
+
+    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
+        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
     def _synthesize(
         self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions

@@ -8,6 +8,12 @@ same G2P task that synthesis then finds cached, and a text's phonemes are cut in
 at most 510 with the words that start in each (for word timings). Unless a request says
 `normalize: false`, the text is first read as a person would (agent_text.py), and the words
 timed are named as the request's own text wrote them.
+
+Pronunciation control (pronunciation.py) happens here too, so every engine gets it: a
+request's lexicon is rewritten into inline markup after normalization and before G2P (the
+words keep their names: misaki's tokens of markup are the bracketed words), phoneme input
+skips both, and phonemes a client wrote are checked against the model's vocabulary
+(`vocabulary`, set by the engine when it loads its config.json).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from voicestream.engine.base import check_voice
 from voicestream.engine.text.agent_text import ENGLISH, NormalizedText, normalize_agent_text, source_words
 from voicestream.engine.text.g2p import G2P, G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
+from voicestream.engine.text.pronunciation import apply_lexicon, check_request, phoneme_input, respellings_used
 
 
 class TextFrontend:
@@ -24,6 +31,9 @@ class TextFrontend:
     def __init__(self, voices: tuple[str, ...], g2p: G2PSettings | None = None) -> None:
         self._voices = voices
         self._g2p = G2P(g2p)
+        # Kokoro's phoneme symbols (config.json's vocab); empty until the engine has loaded it,
+        # and then nothing a client wrote is checked.
+        self.vocabulary: frozenset[str] = frozenset()
 
     @property
     def settings(self) -> G2PSettings:
@@ -36,21 +46,32 @@ class TextFrontend:
     def pieces(self, text: str, voice: str, options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[Phonemes]:
         """The phoneme pieces (each <= 510) of `text`, with their words (English voices only),
         each word named as `text` writes it."""
-        language = self.language(voice)
-        normalized = self._normalized(text, language, options)
-        if not normalized.text.strip():
-            return []  # only markup or emoji: nothing to say
-        phonemes = self._g2p.phonemize_words(normalized.text, language)
-        return source_words(phonemes, normalized).pieces()
+        return self.phonemize([text], voice, options)[0].pieces()
 
     def count(self, texts: list[str], voice: str, options: TextOptions = DEFAULT_TEXT_OPTIONS) -> int:
         """The phonemes of a request's texts, in ONE time-bounded G2P task (the work budget's
-        measure); synthesis then finds each text cached."""
+        measure; a lexicon's respellings take one more); synthesis then finds each text cached."""
+        return sum(len(phonemes.text) for phonemes in self.phonemize(texts, voice, options))
+
+    def phonemize(self, texts: list[str], voice: str, options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[Phonemes]:
+        """What each text is said as: its phonemes and words, after the options (a text with
+        nothing to say, only markup or emoji, is said as no phonemes)."""
         language = self.language(voice)
-        spoken = [
-            normalized.text for text in texts if (normalized := self._normalized(text, language, options)).text.strip()
-        ]
-        return sum(len(phonemes.text) for phonemes in self._g2p.phonemize_many(spoken, language))
+        for text in texts:
+            check_request(text, options, self.vocabulary)
+        if options.phonemes:
+            return [phoneme_input(text) for text in texts]
+        normalized = [self._normalized(text, language, options) for text in texts]
+        spoken = [item for item in normalized if item.text.strip()]
+        written = [item.text for item in spoken]
+        if options.lexicon:
+            respellings = sorted(set().union(*(respellings_used(text, options.lexicon) for text in written)))
+            converted = self._g2p.phonemize_many(respellings, language) if respellings else []
+            respelled = {word: phonemes.text for word, phonemes in zip(respellings, converted, strict=True)}
+            written = [apply_lexicon(text, options.lexicon, respelled) for text in written]
+        said = iter(self._g2p.phonemize_many(written, language))
+        # source_words finds each word in the normalized text: markup keeps the word itself there.
+        return [source_words(next(said), item) if item.text.strip() else Phonemes("") for item in normalized]
 
     @staticmethod
     def _normalized(text: str, language: str, options: TextOptions) -> NormalizedText:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import gc
 import multiprocessing
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -57,6 +58,10 @@ LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES, *MISAKI_LANGUAGES)
 # a second or two on a loaded machine. That is not the text's work, so it has an allowance of its
 # own beyond `G2PSettings.timeout_s`.
 BUILD_ALLOWANCE_S = 60.0
+
+# Kokoro's inline markup `[word](/phonemes/)` (misaki/en.py's LINK_REGEX): misaki's English G2P
+# reads it natively; for the espeak languages `spliced_markup` does the same.
+MARKUP: Final = re.compile(r"\[([^\]]+)\]\(([^\)]*)\)")
 
 # Break preference when a text's phonemes exceed MAX_PHONEMES: sentence ends, then clauses, then words.
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
@@ -340,8 +345,7 @@ def build_phonemizer(language: str) -> Phonemizer:
         other = espeak.EspeakG2P(language=ESPEAK_LANGUAGES[language])
 
         def espeak_phonemes(text: str) -> Phonemes:
-            phonemes, _ = other(text)
-            return Phonemes(str(phonemes).strip())
+            return Phonemes(spliced_markup(text, lambda part: str(other(part)[0]).strip()))
 
         return espeak_phonemes
     if language == "ja":
@@ -371,6 +375,22 @@ def build_phonemizer(language: str) -> Phonemizer:
 
         return mandarin_phonemes
     raise _unsupported(language)
+
+
+def spliced_markup(text: str, phonemize: Callable[[str], str]) -> str:
+    """The phonemes of `text` with its `[word](/phonemes/)` markup said as written: a G2P
+    without markup support (espeak's would read the brackets and slashes aloud) converts the
+    text between them. Markup of another kind (`[word](2)`, misaki's stress) is read as its word."""
+    parts: list[str] = []
+    cursor = 0
+    for match in MARKUP.finditer(text):
+        parts.append(phonemize(text[cursor : match.start()]) if text[cursor : match.start()].strip() else "")
+        value = match.group(2)
+        written = len(value) >= 2 and value[0] == "/" and value[-1] == "/"
+        parts.append(value[1:-1].strip() if written else phonemize(match.group(1)))
+        cursor = match.end()
+    parts.append(phonemize(text[cursor:]) if text[cursor:].strip() else "")
+    return " ".join(part for part in parts if part)
 
 
 def _unsupported(language: str) -> UnsupportedLanguageError:

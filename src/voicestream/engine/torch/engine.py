@@ -112,6 +112,7 @@ class TorchEngine(SpeechEngine):
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
         self._split = TorchSplitRuntime(self._model)
+        self._frontend.vocabulary = frozenset(self._model.vocab)
         self._assets = assets
         # Warm the default voice end to end: G2P workers, voice file, first-inference kernel
         # setup (seconds on CUDA) happen here instead of in the first request.
@@ -177,6 +178,12 @@ class TorchEngine(SpeechEngine):
 
     def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         return self._frontend.count(texts, voice, text_options)
+
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        return self._frontend.vocabulary
+
+    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
+        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
     def _synthesize(
         self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
