@@ -298,7 +298,9 @@ def load_ignored(root: Path = ROOT) -> list[Ignored]:
 class AuditInput:
     """Every distinct locked release, split into requirement files in which no name repeats (pip-audit
     refuses two versions of one package in one run; universal locks and different environments
-    pin some packages twice). Markers are dropped: every release any environment can install is audited."""
+    pin some packages twice). Markers are dropped: every release any environment can install is audited.
+    A local version label is dropped too (torch 2.13.0+cpu is audited as torch 2.13.0, the index's name
+    for that release): the services know only public versions."""
 
     parts: list[list[str]] = field(default_factory=list)
 
@@ -307,7 +309,8 @@ class AuditInput:
         releases: dict[tuple[NormalizedName, Version], set[str]] = {}
         for _, entries in locks:
             for entry in entries:
-                releases.setdefault((entry.name, entry.version), set()).update(entry.hashes)
+                public = Version(entry.version.public)
+                releases.setdefault((entry.name, public), set()).update(entry.hashes)
         audit = cls()
         count: dict[NormalizedName, int] = {}
         for (name, version), hashes in sorted(releases.items()):
@@ -371,12 +374,15 @@ def audit(
         for index, part in enumerate(AuditInput.from_locks(locks).parts):
             requirements = Path(scratch) / f"part{index}.txt"
             requirements.write_text("\n".join(part) + "\n")
-            command = [pip_audit, "--disable-pip", "--requirement", str(requirements), "--progress-spinner", "off"]
+            # --strict: a release the service does not know fails the audit instead of being skipped.
+            command = [pip_audit, "--disable-pip", "--strict", "--requirement", str(requirements)]
+            command += ["--progress-spinner", "off"]
             command += ["--vulnerability-service", vulnerability_service, "--cache-dir", str(cache / "http")]
             command += [arg for entry in ignored for arg in ("--ignore-vuln", entry.id)]
             failed |= subprocess.run(command, cwd=root, check=False).returncode != 0
     if failed:
-        print(f"audit: known vulnerabilities: upgrade (make lock), or accept each in {AUDIT_IGNORE_FILE} with a reason")
+        print(f"audit: FAILED (above): a known vulnerability (upgrade it, then make lock; or accept it in"
+              f" {AUDIT_IGNORE_FILE} with a reason), or a release {vulnerability_service} could not audit")  # fmt: skip
         return 1
     stamp.touch()
     return 0
