@@ -143,10 +143,11 @@ docs-config: venv
 # The lock files: `make lock` rewrites every requirements/<name>.txt with uv from
 # requirements/environments.toml and pyproject.toml (after any dependency change; the unit tier
 # and `make lint` fail while a lock misses a declared dependency). It needs only uv: a stale .venv will do.
+# Current pins are kept where they still fit; `make lock UPGRADE=1` moves every package to its newest.
 .PHONY: lock audit
 lock:
 	@test -x $(VENV)/bin/uv || $(MAKE) --no-print-directory venv
-	$(PY) scripts/locks.py lock
+	$(PY) scripts/locks.py lock $(if $(UPGRADE),--upgrade)
 
 # pip-audit over every locked release, against PyPI's per-release JSON API or OSV, whichever answers
 # (neither does on a machine that reaches only the package index: then one SKIPPED line, or an error

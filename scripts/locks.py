@@ -1,6 +1,7 @@
 """The lock files of every environment the project installs (docs/testing.md, "Lock files").
 
-    python scripts/locks.py lock [NAME ...]   rewrite requirements/<name>.txt with uv (make lock)
+    python scripts/locks.py lock [--upgrade] [NAME ...]
+                                              rewrite requirements/<name>.txt with uv (make lock)
     python scripts/locks.py check             every lock hashed and covering its declarations
     python scripts/locks.py audit             pip-audit over every locked package (make audit)
 
@@ -248,7 +249,9 @@ def stdin_requirements(environment: Environment, root: Path = ROOT) -> str:
     return "".join(f"{text}\n" for text in texts)
 
 
-def lock(names: Sequence[str], root: Path = ROOT) -> None:
+def lock(names: Sequence[str], root: Path = ROOT, upgrade: bool = False) -> None:
+    """Rewrite the locks. uv keeps each lock's current pins where they still fit (it reads the previous
+    lock as its preferences), so adding a dependency moves nothing else; `upgrade` takes the newest."""
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
         raise LockError("uv is not installed: it comes with the dev extra (make venv)")
@@ -265,7 +268,9 @@ def lock(names: Sequence[str], root: Path = ROOT) -> None:
                 excludes = Path(scratch) / f"{environment.name}-excludes.txt"
                 excludes.write_text("".join(f"{name}\n" for name in environment.provided))
             output = Path(scratch) / f"{environment.name}.txt"
-            command = compile_command(environment, uv, output, excludes)
+            if environment.lock_path(root).is_file() and not upgrade:
+                shutil.copyfile(environment.lock_path(root), output)
+            command = compile_command(environment, uv, output, excludes) + (["--upgrade"] if upgrade else [])
             print(f"lock: {environment.lock_path(root).relative_to(root)}", flush=True)
             subprocess.run(command, cwd=root, check=True, input=stdin_requirements(environment, root), text=True)
             header = HEADER.format(name=environment.name, installs=environment.installs)
@@ -392,13 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     lock_parser = commands.add_parser("lock", help="rewrite the lock files with uv")
+    lock_parser.add_argument("--upgrade", action="store_true", help="newest versions, not the current pins")
     lock_parser.add_argument("names", nargs="*", help="environments (default: all)")
     commands.add_parser("check", help="every lock hashed and covering its environment's declarations")
     commands.add_parser("audit", help="pip-audit over every locked release")
     args = parser.parse_args(argv)
     try:
         if args.command == "lock":
-            lock(args.names)
+            lock(args.names, upgrade=args.upgrade)
             problems = check()
         elif args.command == "check":
             problems = check()
