@@ -4,9 +4,10 @@ through the bidi route (each streamed in four characters at a time with `append`
 multilingual Whisper base (tests/support/asr.py) hears each one back.
 
 Scored by word error rate, and by character error rate for Japanese and Chinese (written
-without spaces). Hindi is not scored: Whisper base writes spoken Hindi in Urdu script, and
-with a Devanagari prompt mishears most words, so its transcript is recorded but cannot be
-compared with Devanagari text. The same texts' first reply is the per-language test gate
+without spaces). Whisper base writes spoken Hindi in Urdu script (and with a Devanagari prompt
+mishears most words), so Hindi is scored by character error rate in Urdu letters: the Devanagari
+text is transliterated to Urdu script by rule and both sides are compared without vowel marks
+(tests/support/asr.py, hindustani_character_error_rate). The same texts' first reply is the per-language test gate
 (tests/integration/test_languages.py). The production server sizes its decoder windows to the
 machine's speed, so on a loaded machine the audio, and with it what Whisper hears, can differ
 from run to run: `--repeats` runs it again, and a language's error is the median of its runs.
@@ -29,8 +30,8 @@ from voicestream.wire.bidi import SAMPLE_RATE, Flushed
 from voicestream.wire.errors import ErrorMessage
 
 sys.path.insert(0, str(ROOT))  # the ASR helper and the cases live with the tests
-from tests.support.asr import character_error_rate, language_word_error_rate, transcribe_language
-from tests.support.languages import ASR_UNSCORED, CASES, MORE_TEXTS, LanguageCase
+from tests.support.asr import error_rate, transcribe_language
+from tests.support.languages import CASES, MORE_TEXTS, LanguageCase
 
 
 async def speak(server: LocalServer, voice: str, text: str) -> tuple[bytes, int, float]:
@@ -65,10 +66,7 @@ async def speak(server: LocalServer, voice: str, text: str) -> tuple[bytes, int,
 
 
 def score(case: LanguageCase, reference: str, heard: str) -> float | None:
-    if case.language in ASR_UNSCORED:
-        return None
-    measure = character_error_rate if case.metric == "cer" else language_word_error_rate
-    return round(measure(reference, heard), 4)
+    return round(error_rate(case.metric, reference, heard), 4)
 
 
 async def measure(server: LocalServer, repeats: int) -> list[dict[str, Any]]:
@@ -129,7 +127,9 @@ def main() -> None:
             normalisation="NFKC, lower-cased, punctuation and symbols dropped; CER also drops spaces"
             " (tests/support/asr.py); a run's error is that of a language's three texts joined; Mandarin is"
             " transcribed with a simplified-Chinese prompt (Whisper picks its script otherwise)",
-            unscored={"hi": "Whisper base writes spoken Hindi in Urdu script; the transcript is kept, not scored"},
+            hindi="Whisper base writes spoken Hindi in Urdu script: CER in Urdu letters, the Devanagari text"
+            " transliterated by rule (indic_transliteration), vowel marks, spaces and punctuation dropped on both"
+            " sides, Urdu's two-way letters folded",
             rows=rows,
         )
     write_json(args.out, report)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import pytest
@@ -33,9 +34,9 @@ def pieces_of(text: str) -> list[str]:
     return pieces + ([rest] if rest else [])
 
 
-async def server_audio(url: str, pieces: list[str], sample_rate: int = 24_000) -> bytes:
+async def server_audio(url: str, pieces: list[str], sample_rate: int = 24_000, **options: Any) -> bytes:
     async with httpx.AsyncClient(timeout=120) as client:
-        body = {"format": "pcm", "sample_rate": sample_rate}
+        body = {"format": "pcm", "sample_rate": sample_rate, **options}
         return b"".join([(await client.post(f"{url}/invocations", json={"text": p, **body})).content for p in pieces])
 
 
@@ -163,6 +164,35 @@ async def test_an_interrupted_stream_leaves_its_session_to_the_next_reply(tone: 
     assert len(tone.log_events("session_open")) == opened, "the interruption reconnected"
     cancelled = tone.wait_for_log("cancelled")
     assert cancelled[-1]["request_ids"], cancelled  # the interrupted reply's work was dropped
+
+
+async def test_lexicon_and_normalize_go_with_every_request(kokoro_url: str) -> None:
+    """TTS(lexicon=..., normalize=False): synthesize() and stream() are the server's audio with
+    those options, and each option changes that audio."""
+    text = "Our chef at Kokoro cooks tonight. Read the menu at example.com/menu before you come."
+    options: dict[str, Any] = {"lexicon": {"Kokoro": "Tokyo"}, "normalize": False}
+    engine = TTS(url=kokoro_url, **options)
+    async with asyncio.timeout(BOUND_S):
+        whole = [event async for event in engine.synthesize(text)]
+        stream = engine.stream()
+        for token in tokenize(text):
+            stream.push_text(token)
+        stream.end_input()
+        streamed = [event async for event in stream]
+        await stream.aclose()
+        await engine.aclose()
+    expected = await server_audio(kokoro_url, [text], **options)
+    assert_same_audio(pcm(whole), expected)
+    assert_same_audio(pcm(streamed), await server_audio(kokoro_url, pieces_of(text), **options))
+    assert expected != await server_audio(kokoro_url, [text], lexicon=options["lexicon"])  # normalize was sent
+    assert expected != await server_audio(kokoro_url, [text], normalize=False)  # and the lexicon
+
+
+def test_text_options_are_checked_when_the_tts_is_built() -> None:
+    with pytest.raises(ValueError, match="lexicon"):
+        TTS(url="ws://127.0.0.1:1", lexicon={"two words": "/tˈu/"})
+    with pytest.raises(ValueError, match="vLLM-Omni"):
+        TTS(url="ws://127.0.0.1:1", upstream="vllm-omni", lexicon={"Kokoro": "Tokyo"})
 
 
 def test_exactly_one_destination() -> None:

@@ -10,6 +10,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
@@ -90,8 +91,8 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def pipeline(url: str, out_rate: int = 24_000) -> AsyncIterator[Running]:
-    tts = VoicestreamTTSService(url=url, voice="af_heart")
+async def pipeline(url: str, out_rate: int = 24_000, **options: Any) -> AsyncIterator[Running]:
+    tts = VoicestreamTTSService(url=url, voice="af_heart", **options)
     sink = Collector()
     worker = PipelineWorker(
         Pipeline([tts, sink]),
@@ -215,6 +216,37 @@ async def test_interruption_cancels_and_audio_stops_within_a_frame(tone_url: str
         await running.sink.until(lambda: len(running.sink.of(TTSStoppedFrame)) >= 1, "the next turn ended")
         assert running.tts._session is session
         assert len(running.sink.of(TTSAudioRawFrame)) > before
+
+
+async def test_lexicon_and_normalize_go_with_every_sentence(kokoro_url: str) -> None:
+    """The service's `lexicon` and `normalize` reach each piece the chunker cuts: the audio is
+    exactly the server's for those pieces with those options, and each option changes it."""
+    text = "Our chef at Kokoro cooks tonight. Read the menu at example.com/menu before you come."
+    options: dict[str, Any] = {"lexicon": {"Kokoro": "Tokyo"}, "normalize": False}
+    async with pipeline(kokoro_url, **options) as running:
+        await running.say(text)
+        await running.sink.until(lambda: bool(running.sink.of(TTSStoppedFrame)), "the reply ended")
+    audio = b"".join(frame.audio for frame in running.sink.of(TTSAudioRawFrame))
+
+    async def server_audio(**body: Any) -> bytes:
+        async with httpx.AsyncClient(timeout=120) as client:
+            answers = [
+                await client.post(f"{kokoro_url}/invocations", json={"text": piece, "format": "pcm", **body})
+                for piece in pieces_of(text)
+            ]
+        return b"".join(answer.content for answer in answers)
+
+    assert len(pieces_of(text)) >= 2
+    assert audio == await server_audio(**options)
+    assert audio != await server_audio(lexicon=options["lexicon"])  # normalize: false was sent
+    assert audio != await server_audio(normalize=False)  # and the lexicon
+
+
+def test_text_options_are_checked_when_the_service_is_built() -> None:
+    with pytest.raises(ValueError, match="lexicon"):
+        VoicestreamTTSService(url="ws://127.0.0.1:1", lexicon={"two words": "/tˈu/"})
+    with pytest.raises(ValueError, match="vLLM-Omni"):
+        VoicestreamTTSService(url="ws://127.0.0.1:1", upstream="vllm-omni", normalize=False)
 
 
 def test_exactly_one_destination() -> None:

