@@ -50,9 +50,9 @@ from voicestream.engine.onnx.engine import (
     window_plan,
 )
 from voicestream.engine.onnx.lookahead import head_split
+from voicestream.engine.streaming.listener import PlaybackClock
 from voicestream.engine.streaming.windows import WindowPlan, plan_windows
 from voicestream.engine.streaming.word_timings import tokenize
-from voicestream.kokoro_server.playback import PlaybackClock
 
 TEXT = (
     "our team will move every order from the north depot to the new site next week so please check that your "

@@ -43,8 +43,8 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from voicestream.asgi import ConsumerLag, SlowConsumerError
 from voicestream.chunker import SentenceChunker
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.streaming.listener import PlaybackClock
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
-from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
 from voicestream.wire.bidi import (

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk, EmptyTextError, TextTooComplexError, WordTiming
+from voicestream.engine.streaming.listener import PlaybackClock
 from voicestream.engine.text.normalize import normalize_text
 from voicestream.kokoro_server.encoders import EncodedFormat, Framer, create_encoder
-from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE

@@ -71,7 +71,7 @@ def paced_core(
 class WindowPacer:
     """One synthesis call's listener and the engine's speed. The listener plays each window's audio
     from when it is decoded or when the audio before it ends, whichever is later (the server's
-    PlaybackClock, kokoro_server/playback.py, models it the same way); `ahead_s` is the audio still
+    PlaybackClock, listener.py, models it the same way); `ahead_s` is the audio still
     playing when the call starts."""
 
     def __init__(

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.clocks import ManualClock
 from tests.support.fakes import ToneEngine
-from voicestream.kokoro_server.playback import PlaybackClock
+from voicestream.engine.streaming.listener import PlaybackClock
 
 
 def test_audio_produced_faster_than_it_plays_is_ahead_until_it_has_played() -> None:
