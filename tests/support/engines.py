@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.streaming.listener import Listener
 from voicestream.wire.voices import OFFICIAL_VOICES
 
 
@@ -36,7 +37,7 @@ class ScriptedEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, listener: Listener) -> Iterator[AudioChunk]:
         yield AudioChunk(samples=self.samples)
 
 
@@ -59,7 +60,7 @@ class FaultyEngine(SpeechEngine):
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
         return self.real.count_phonemes(texts, voice)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, listener: Listener) -> Iterator[AudioChunk]:
         if self.trigger in text:
             raise RuntimeError(f"injected engine fault on {text!r}")
         return self.real.synthesize(text, voice, speed)

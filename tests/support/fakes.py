@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.g2p import G2P
 from voicestream.kokoro_server.runtime import PRODUCTION, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
@@ -77,12 +78,12 @@ class ToneEngine(SpeechEngine):
     def samples_for(self, text: str) -> int:
         return int(len(text) * self.ms_per_char * SAMPLE_RATE / 1000)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, listener: Listener) -> Iterator[AudioChunk]:
         if self.refuse_on is not None and self.refuse_on in text:
             raise InvalidRequestError(f"refused {text!r}")
         self.texts.append(text)
-        self.aheads.append(ahead_s)
-        self.behinds.append(behind)
+        self.aheads.append(listener.ahead_s())
+        self.behinds.append(listener.behind())
         return self._chunks(text)
 
     def word_timings(self, text: str) -> tuple[WordTiming, ...]:

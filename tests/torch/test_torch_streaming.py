@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.listeners import listener_ahead, listener_behind
 from tests.support.seams import SeamReport, compare, snr_db
 from tests.torch.norm_oracle import instance_norms, recording, replaying
 from voicestream.engine.base import AudioChunk, FloatAudio
@@ -245,15 +246,15 @@ def test_audio_still_playing_or_a_server_behind_buys_larger_windows(
     (whole,) = list(whole_engine.synthesize(MEDIUM_SENTENCE, VOICE))
     spf = engine.split.samples_per_frame
     frames = len(whole.samples) // spf
-    ahead = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=0.5))  # 20 frames of 25 ms
-    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, ahead=20))]
+    ahead = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_ahead(0.5)))  # 20 frames
+    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS, ahead=20)]
     assert [len(chunk.samples) // spf for chunk in ahead] == expected and expected[0] == DEFAULT_WINDOWS.first + 20
     assert [word for chunk in ahead for word in chunk.words] == list(whole.words)
     torch.manual_seed(7)  # the source's noise drawn alike
-    (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=60.0))
+    (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_ahead(60.0)))
     assert np.array_equal(covered.samples, whole.samples)  # one run over every frame: the whole sentence
-    behind = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, behind=True))  # the server behind its listener
-    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, behind=True))]
+    behind = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_behind()))  # the server behind
+    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS, behind=True)]
     assert [len(chunk.samples) // spf for chunk in behind] == expected
     assert expected[0] == min(frames, DEFAULT_WINDOWS.largest // 2)
 

@@ -32,9 +32,10 @@ from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, 
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
 from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
 from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
-from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.streaming.windows import WindowPlan, ahead_frames
 from voicestream.engine.streaming.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
@@ -171,32 +172,28 @@ class OnnxEngine(SpeechEngine):
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
         return self._frontend.count(texts, voice)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, listener: Listener) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
         pieces = self.phoneme_pieces(text, voice)
-        return self._run_pieces(pieces, style_table, speed, ahead_s, behind)
+        return self._run_pieces(pieces, style_table, speed, listener)
 
     def _run_pieces(
-        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
+        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, listener: Listener
     ) -> Iterator[AudioChunk]:
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
         strategy = self.strategy
         pace = (
-            WindowPacer(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=strategy.pacing_margin)
+            WindowPacer(self._decode_speed, listener, FRAME_S, margin=strategy.pacing_margin)
             if strategy.pacing
             else None
         )
-        for index, piece in enumerate(pieces):
+        for piece in pieces:
             ids, words = tokenize(piece, self._vocab)
             if not ids:
                 continue
             style = style_table[len(ids) - 1 : len(ids)]
-            # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
-            plan = for_listener(
-                strategy.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind
-            )
             emitted = 0
-            for decoded in self._windows(ids, style, speed, plan, pace):
+            for decoded in self._windows(ids, style, speed, listener, pace):
                 window = decoded.window
                 # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
                 start_s = offset_s - (window.start - emitted) * FRAME_S
@@ -206,21 +203,24 @@ class OnnxEngine(SpeechEngine):
             offset_s += emitted * FRAME_S
 
     def _windows(
-        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None, pace: WindowPacer | None
+        self, ids: list[int], style: VoiceArray, speed: float, listener: Listener, pace: WindowPacer | None
     ) -> Iterator[DecodedWindow]:
         """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
         without the leading silence beyond `lead_in_frames`."""
-        split = self.split
+        split, plan = self.split, self.strategy.decoder_windows
+        # The listener as the piece starts: the audio still playing (the sentences and pieces
+        # before it) and whether the server is behind it.
+        ahead, behind = ahead_frames(listener.ahead_s(), FRAME_S), listener.behind()
         # The head is encoded first for the first audio's sake. With a first window's worth of audio
         # (300 ms) still playing, the whole piece's encoding (a fraction of that even at 50 words:
         # docs/engine-evidence.md, "Lookahead") fits in it, and the head's would be spent for
         # nothing; likewise when the server is behind (a first window of 72+ frames, which waits for
         # a worker anyway).
-        wants_head = plan is not None and plan.ahead < plan.first and not plan.behind
+        wants_head = plan is not None and ahead < plan.first and not behind
         head = head_split(ids, self.strategy.lookahead) if wants_head else None
         if plan is None or head is None:
             features = split.encode(ids, style, speed)
-            return split.windows(features, plan, self._first_frame(features), pace)
+            return split.windows(features, plan, self._first_frame(features), pace, ahead=ahead, behind=behind)
         head_features = split.encode(ids[: head.end], style, speed)
 
         def whole_piece() -> SentenceFeatures:

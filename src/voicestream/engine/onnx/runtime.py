@@ -151,20 +151,34 @@ class OnnxSplitRuntime:
         return np.asarray(audio, dtype=np.float32).reshape(-1), after
 
     def stream(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+        self,
+        features: SentenceFeatures,
+        plan: WindowPlan | None,
+        start: int = 0,
+        *,
+        ahead: int = 0,
+        behind: bool = False,
     ) -> Generator[FloatAudio, None, None]:
         """Each window's audio as soon as it is decoded (one window when `plan` is None)."""
-        for decoded in self.windows(features, plan, start):
+        for decoded in self.windows(features, plan, start, ahead=ahead, behind=behind):
             yield decoded.samples
 
     def windows(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0, pace: WindowPacer | None = None
+        self,
+        features: SentenceFeatures,
+        plan: WindowPlan | None,
+        start: int = 0,
+        pace: WindowPacer | None = None,
+        *,
+        ahead: int = 0,
+        behind: bool = False,
     ) -> Generator[DecodedWindow, None, None]:
         """Each window as soon as it is decoded (one window when `plan` is None), the audio of
         frames [start, frames): frames before `start` (leading silence) are not emitted, and
         with a plan not decoded either, except as the first window's left context. With `pace`,
         each window's size is decided when it is asked for, cut to the listener's audio
-        (pacing.py); without, the plan's schedule alone decides.
+        (pacing.py); without, the plan's schedule alone decides. `ahead`, `behind`: the listener
+        as the piece starts (windows.core_sizes).
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
         that stops iterating (a cancelled request) stops the work between windows.
@@ -175,7 +189,9 @@ class OnnxSplitRuntime:
             yield DecodedWindow(window, Stitcher(SAMPLES_PER_FRAME, 0, start).push(window, audio), features)
             return
         decoder = _WindowDecoder(self, plan, start, pace)
-        for index, core in enumerate(cores(features.frames, plan, start=start, limit=decoder.limit)):
+        for index, core in enumerate(
+            cores(features.frames, plan, start=start, limit=decoder.limit, ahead=ahead, behind=behind)
+        ):
             yield decoder.decode(features, window_around(core, features.frames, plan, first=index == 0))
 
     def windows_after_head(
@@ -209,7 +225,7 @@ class OnnxSplitRuntime:
 
 class _WindowDecoder:
     """One sentence's windows in order: the norm statistics carried from each to the next, the
-    audio stitched, and, with a pace, each run timed and its audio counted as played."""
+    audio stitched, and, with a pace, each run timed."""
 
     def __init__(self, split: OnnxSplitRuntime, plan: WindowPlan, start: int, pace: WindowPacer | None) -> None:
         self._split = split
@@ -225,5 +241,4 @@ class _WindowDecoder:
         decoded = DecodedWindow(window, self._stitcher.push(window, audio), features)
         if pace is not None:
             pace.decoded(window.frames, pace.now() - started)
-            pace.produced(window.end - window.start)
         return decoded

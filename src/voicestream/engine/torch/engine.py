@@ -37,7 +37,8 @@ from voicestream.engine.models.torch_assets import (
     read_config,
     torch_assets,
 )
-from voicestream.engine.streaming.windows import WindowPlan, for_listener
+from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.windows import WindowPlan, ahead_frames
 from voicestream.engine.streaming.word_timings import tokenize, words_starting_in
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
@@ -177,24 +178,25 @@ class TorchEngine(SpeechEngine):
     def _count_phonemes(self, texts: list[str], voice: str) -> int:
         return self._frontend.count(texts, voice)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(self, text: str, voice: str, speed: float, listener: Listener) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
-        return self._run(self._prepare(text, voice, speed), ahead_s, behind)
+        return self._run(self._prepare(text, voice, speed), listener)
 
     def _prepare(self, text: str, voice: str, speed: float) -> _Request:
         return _Request(self._frontend.pieces(text, voice), self.voice_tensor(voice), speed)
 
-    def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
+    def _run(self, request: _Request, listener: Listener | None = None) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
         split, offset_s = self.split, 0.0
         frame_s = split.samples_per_frame / SAMPLE_RATE
-        for index, piece in enumerate(request.pieces):
+        listener = listener if listener is not None else Listener()
+        for piece in request.pieces:
             ids, token_words = tokenize(piece, split.model.vocab)
             if not ids:  # nothing the model's vocabulary speaks
                 continue
             phonemes = piece.text
-            # Only the first piece knows what is ahead of it (windows.py's `ahead`).
-            plan = for_listener(self.decoder_windows, frame_s, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
+            # The listener as the piece starts: audio still playing, and whether the server is behind.
+            ahead, behind = ahead_frames(listener.ahead_s(), frame_s), listener.behind()
             # Grad mode is thread-local: inference mode is entered around model calls only, never
             # across a yield into the consumer's code (split.stream does the same per window).
             with torch.inference_mode():
@@ -202,7 +204,7 @@ class TorchEngine(SpeechEngine):
             words = words_starting_in(token_words, features.durations.numpy()[None], 0, features.frames, offset_s)
             total = features.frames * split.samples_per_frame
             emitted = 0
-            for samples in split.stream(features, plan):
+            for samples in split.stream(features, self.decoder_windows, ahead=ahead, behind=behind):
                 emitted += len(samples)
                 end_s = offset_s + emitted / SAMPLE_RATE
                 # Each word goes with the chunk it starts in; the piece's last chunk takes the rest.

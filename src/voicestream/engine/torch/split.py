@@ -166,7 +166,9 @@ class TorchSplitRuntime:
 
     # --- streaming ---------------------------------------------------------------------------
 
-    def stream(self, features: TorchSentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
+    def stream(
+        self, features: TorchSentenceFeatures, plan: WindowPlan | None, *, ahead: int = 0, behind: bool = False
+    ) -> Generator[FloatAudio, None, None]:
         """Each window's audio as soon as it is decoded (one window when `plan` is None).
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
@@ -174,7 +176,7 @@ class TorchSplitRuntime:
         mode is entered per window, never held across a yield (grad mode is thread-local).
         """
         stitcher = Stitcher(self.samples_per_frame, plan.crossfade if plan else 0)
-        for window in plan_windows(features.frames, plan):
+        for window in plan_windows(features.frames, plan, ahead=ahead, behind=behind):
             with torch.inference_mode():
                 audio = self.decode_window(features, window).float().cpu().numpy()
             yield stitcher.push(window, np.asarray(audio, dtype=np.float32))
