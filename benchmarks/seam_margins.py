@@ -65,7 +65,7 @@ def measure(engine: OnnxEngine) -> dict[str, Any]:
     for name, (plan, good) in plans().items():
         rows = []
         for e, whole in zip(encoded, wholes, strict=True):
-            at = frames_before(e.head, e.split.join)
+            at = frames_before(e.head.durations, e.split.join)
             decoded = list(engine.split.windows_after_head(e.head, at, returning(e.joined), plan))
             audio = np.concatenate([window.samples for window in decoded])
             lookahead = compare(audio, whole, [window.window.end * SAMPLES_PER_FRAME for window in decoded[:-1]])

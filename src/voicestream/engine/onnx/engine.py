@@ -30,8 +30,8 @@ from voicestream import env
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
-from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
-from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split
+from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures, join
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
@@ -226,7 +226,7 @@ class OnnxEngine(SpeechEngine):
         def whole_piece() -> SentenceFeatures:
             return join(head_features, split.encode(ids, style, speed), head.join)
 
-        join_frame = frames_before(head_features, head.join)
+        join_frame = frames_before(head_features.durations, head.join)
         first_frame = self._first_frame(head_features)
         return split.windows_after_head(head_features, join_frame, whole_piece, plan, first_frame, pace)
 

@@ -17,6 +17,7 @@ from voicestream.engine.onnx.graphs import (
     no_carried_statistics,
     norm_output,
 )
+from voicestream.engine.onnx.lookahead import frames_before
 from voicestream.engine.onnx.ort_options import run_options, session_options
 from voicestream.engine.streaming.pacing import WindowPacer
 from voicestream.engine.streaming.windows import (
@@ -242,3 +243,23 @@ class _WindowDecoder:
         if pace is not None:
             pace.decoded(window.frames, pace.now() - started)
         return decoded
+
+
+def join(head: SentenceFeatures, whole: SentenceFeatures, token: int) -> SentenceFeatures:
+    """The head's frames before `token`, then the whole piece's from `token` on.
+
+    The harmonic source's phase is a running sum: the whole piece's continues from the head's
+    last value with its own increments, so the source never jumps at the join.
+    """
+    head_frames, whole_frames = frames_before(head.durations, token), frames_before(whole.durations, token)
+    h, w = 2 * head_frames, 2 * whole_frames  # f0, energy and phase have two points per frame
+    phase_offset = head.phase[:, :, h - 1 : h].astype(np.float64) - whole.phase[:, :, w - 1 : w]
+    rest_phase = (whole.phase[:, :, w:].astype(np.float64) + phase_offset).astype(np.float32)
+    return SentenceFeatures(
+        asr=np.concatenate([head.asr[:, :, :head_frames], whole.asr[:, :, whole_frames:]], axis=2),
+        f0=np.concatenate([head.f0[:, :h], whole.f0[:, w:]], axis=1),
+        energy=np.concatenate([head.energy[:, :h], whole.energy[:, w:]], axis=1),
+        decoder_style=whole.decoder_style,
+        phase=np.concatenate([head.phase[:, :, :h], rest_phase], axis=2),
+        durations=np.concatenate([head.durations[:, : token + 1], whole.durations[:, token + 1 :]], axis=1),
+    )
