@@ -49,8 +49,8 @@ from voicestream.engine.onnx.engine import (
     OnnxStrategy,
     window_plan,
 )
-from voicestream.engine.onnx.lookahead import head_split
 from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.lookahead import head_split
 from voicestream.engine.streaming.windows import WindowPlan, plan_windows
 from voicestream.engine.streaming.word_timings import tokenize
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from common import RESULTS, ROOT, command_line, machine, write_json
 from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
-from voicestream.engine.onnx.lookahead import frames_before
+from voicestream.engine.streaming.lookahead import frames_before
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, WindowPlan, plan_windows
 
 sys.path.insert(0, str(ROOT))  # the tests' seam measure and sentences: one definition of each

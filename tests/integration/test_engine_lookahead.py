@@ -1,4 +1,4 @@
-"""A long piece's head encoded first (engine/onnx/lookahead.py): the join's arithmetic and its gate.
+"""A long piece's head encoded first (engine/streaming/lookahead.py): the join's arithmetic and its gate.
 
 Real Kokoro-82M int8 model. What the lookahead may change, it must change little:
 - the head's words: durations within 1 frame per word on average of the whole encoding's, and
@@ -17,8 +17,8 @@ import numpy as np
 
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.onnx.lookahead import HeadSplit, frames_before, head_split
 from voicestream.engine.onnx.runtime import SentenceFeatures, join
+from voicestream.engine.streaming.lookahead import HeadSplit, frames_before, head_split
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, plan_windows
 from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_frames
 

@@ -30,9 +30,9 @@ from voicestream import env
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
-from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split
 from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures, join
 from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.lookahead import LookaheadPlan, frames_before, head_split
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
 from voicestream.engine.streaming.windows import WindowPlan, ahead_frames

@@ -17,8 +17,8 @@ from voicestream.engine.onnx.graphs import (
     no_carried_statistics,
     norm_output,
 )
-from voicestream.engine.onnx.lookahead import frames_before
 from voicestream.engine.onnx.ort_options import run_options, session_options
+from voicestream.engine.streaming.lookahead import frames_before
 from voicestream.engine.streaming.pacing import WindowPacer
 from voicestream.engine.streaming.windows import (
     SAMPLES_PER_FRAME,
