@@ -19,6 +19,7 @@ from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
 from voicestream.engine.onnx.runtime import SentenceFeatures, join
 from voicestream.engine.streaming.lookahead import HeadSplit, frames_before, head_split
+from voicestream.engine.streaming.pipeline import decode_windows_after_head
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, plan_windows
 from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_frames
 
@@ -128,7 +129,9 @@ def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: O
     for text in SENTENCES:
         encoded = encode(engine, text)
         at = frames_before(encoded.head.durations, encoded.split.join)
-        decoded = list(engine.split.windows_after_head(encoded.head, at, returning(encoded.joined), DEFAULT_WINDOWS))
+        decoded = list(
+            decode_windows_after_head(engine.split, encoded.head, at, returning(encoded.joined), DEFAULT_WINDOWS)
+        )
         switch = next(index for index, window in enumerate(decoded) if window.features is encoded.joined)
         assert switch > 0 and decoded[switch].window.start < at < decoded[switch].window.end  # the join in a core
         reference = np.concatenate(list(engine.split.stream(encoded.joined, None)))

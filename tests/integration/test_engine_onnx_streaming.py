@@ -55,6 +55,7 @@ from voicestream.engine.onnx.graphs import (
 from voicestream.engine.onnx.runtime import NormStatistics, OnnxSplitRuntime, SentenceFeatures
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, paced_core
+from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, Window, WindowPlan, plan_windows, stitch
 from voicestream.engine.streaming.word_timings import FRAME_S
 
@@ -278,7 +279,8 @@ def test_windows_paced_for_a_slow_machine_are_cut_smaller_and_still_pass_the_sea
     # is the listener: it hears each window as it takes it.
     listener = Listener(now=ManualClock())
     decoded = []
-    for window in engine.split.windows(features, DEFAULT_WINDOWS, 0, WindowPacer(SlowMachine(), listener, FRAME_S)):
+    pace = WindowPacer(SlowMachine(), listener, FRAME_S)
+    for window in decode_windows(engine.split, features, DEFAULT_WINDOWS, 0, pace):
         decoded.append(window)
         listener.produced((window.window.end - window.window.start) * FRAME_S)
     sizes = [d.window.end - d.window.start for d in decoded]
