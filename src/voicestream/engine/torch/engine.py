@@ -78,12 +78,13 @@ class TorchEngine(SpeechEngine):
         g2p: G2PSettings | None = None,
         derived_dir: Path | None = None,
         pacing: bool = True,
+        lead_in_frames: int | None = LEAD_IN_FRAMES,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
         `decoder_windows` None decodes each piece whole, leading silence included (one chunk per
         piece: KModel.forward's samples); with windows, the leading silence is cut to
-        `LEAD_IN_FRAMES` and, with `pacing`, later windows are cut to what this engine decodes
-        while the listener's audio plays (streaming/pacing.py); `g2p`: the front
+        `lead_in_frames` (None: kept) and, with `pacing`, later windows are cut to what this
+        engine decodes while the listener's audio plays (streaming/pacing.py); `g2p`: the front
         end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
         directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
         once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
@@ -94,6 +95,7 @@ class TorchEngine(SpeechEngine):
         self.threads = threads
         self.decoder_windows = decoder_windows
         self.pacing = pacing
+        self.lead_in_frames = lead_in_frames
         self.derived_dir = derived_dir
         self.device = ""
         self._assets: TorchAssets | None = None
@@ -143,7 +145,7 @@ class TorchEngine(SpeechEngine):
         return Streaming(
             windows=windows,
             lookahead=None,
-            lead_in_frames=None if windows is None else LEAD_IN_FRAMES,
+            lead_in_frames=None if windows is None else self.lead_in_frames,
             pacing=self.pacing,
         )
 
