@@ -31,6 +31,7 @@ from voicestream import env
 from voicestream.devserver import RunningServer, bind_free_port, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
@@ -293,12 +294,14 @@ class TimedEngine(SpeechEngine):
         self.inner.close()
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        chunks = self.inner.synthesize(
-            text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind, text_options=text_options
-        )
+        # The same listener, so the inner engine plans and paces by it; with `pass_behind` False a
+        # listener of the call's own with the same audio ahead, who cannot know that the server
+        # left it waiting before the call (during the call, the pacer still sees it run dry).
+        inner_listener = listener if self.pass_behind else Listener(ahead_s=listener.ahead_s(), now=listener.now)
+        chunks = self.inner.synthesize(text, voice, speed, listener=inner_listener, text_options=text_options)
         call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
         with self._lock:
             self.calls.append(call)

@@ -49,10 +49,10 @@ from voicestream.engine.onnx.engine import (
     OnnxStrategy,
     window_plan,
 )
-from voicestream.engine.onnx.lookahead import head_split
+from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.lookahead import head_split
 from voicestream.engine.streaming.windows import WindowPlan, plan_windows
 from voicestream.engine.streaming.word_timings import tokenize
-from voicestream.kokoro_server.playback import PlaybackClock
 
 TEXT = (
     "our team will move every order from the north depot to the new site next week so please check that your "
@@ -96,16 +96,15 @@ def bench_replies() -> dict[str, list[str]]:
 def timed_reply(engine: SpeechEngine, sentences: list[str], *, ahead: bool) -> dict[str, float]:
     """A reply's sentences spoken in turn as the server speaks a request or a session's requests:
     with `ahead`, each sentence is told how much audio is still playing before it (the server's
-    PlaybackClock); without, each is synthesized as if nothing were."""
-    clock = PlaybackClock()
+    Listener, which every chunk is handed to); without, each is synthesized as if nothing were."""
+    shared = Listener()
     started, cpu_started = time.perf_counter(), own_cpu_s()
     ready_at: list[float] = []
     durations: list[float] = []
     for text in sentences:
-        for chunk in engine.synthesize(text, ahead_s=clock.ahead_s() if ahead else 0.0):
+        for chunk in engine.synthesize(text, listener=shared if ahead else Listener()):
             ready_at.append(time.perf_counter() - started)
             durations.append(chunk.duration_s)
-            clock.produced(chunk.duration_s)
     total = time.perf_counter() - started
     audio_s = sum(durations)
     return {

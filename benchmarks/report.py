@@ -889,7 +889,7 @@ class Report:
         return [
             f"Replies: the benchmark texts {counts}, their sentences spoken in turn by the same engines, as "
             "the server speaks a request's sentences or a session's requests: `chunked` tells each sentence how "
-            "much audio is still playing before it (the server's PlaybackClock), which it spends on fewer, "
+            "much audio is still playing before it (the server's Listener), which it spends on fewer, "
             "larger windows (docs/engine.md); `chunked, nothing ahead` speaks each as if alone; `whole` decodes "
             "each sentence in one run.",
             table(["replies", "RTF", "RTF / whole", "CPU / whole", "first audio p50", "chunks", "worst stall"], rows),

@@ -31,7 +31,8 @@ import numpy as np
 
 from common import RESULTS, ROOT, command_line, machine, write_json
 from voicestream.engine.onnx.engine import DEFAULT_WINDOWS, OnnxEngine, OnnxStrategy
-from voicestream.engine.onnx.lookahead import frames_before
+from voicestream.engine.streaming.lookahead import frames_before
+from voicestream.engine.streaming.pipeline import decode_windows_after_head
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, WindowPlan, plan_windows
 
 sys.path.insert(0, str(ROOT))  # the tests' seam measure and sentences: one definition of each
@@ -65,8 +66,8 @@ def measure(engine: OnnxEngine) -> dict[str, Any]:
     for name, (plan, good) in plans().items():
         rows = []
         for e, whole in zip(encoded, wholes, strict=True):
-            at = frames_before(e.head, e.split.join)
-            decoded = list(engine.split.windows_after_head(e.head, at, returning(e.joined), plan))
+            at = frames_before(e.head.durations, e.split.join)
+            decoded = list(decode_windows_after_head(engine.split, e.head, at, returning(e.joined), plan))
             audio = np.concatenate([window.samples for window in decoded])
             lookahead = compare(audio, whole, [window.window.end * SAMPLES_PER_FRAME for window in decoded[:-1]])
             plain_windows = plan_windows(e.joined.frames, plan)

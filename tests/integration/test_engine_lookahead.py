@@ -1,4 +1,4 @@
-"""A long piece's head encoded first (engine/onnx/lookahead.py): the join's arithmetic and its gate.
+"""A long piece's head encoded first (engine/streaming/lookahead.py): the join's arithmetic and its gate.
 
 Real Kokoro-82M int8 model. What the lookahead may change, it must change little:
 - the head's words: durations within 1 frame per word on average of the whole encoding's, and
@@ -17,8 +17,9 @@ import numpy as np
 
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
-from voicestream.engine.onnx.lookahead import HeadSplit, frames_before, head_split, join
-from voicestream.engine.onnx.runtime import SentenceFeatures
+from voicestream.engine.onnx.runtime import SentenceFeatures, join
+from voicestream.engine.streaming.lookahead import HeadSplit, frames_before, head_split
+from voicestream.engine.streaming.pipeline import decode_windows_after_head
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, plan_windows
 from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_frames
 
@@ -64,7 +65,7 @@ def encode(engine: OnnxEngine, text: str) -> Encoded:
 def test_the_joined_features_take_the_head_then_the_whole_without_a_phase_jump(engine: OnnxEngine) -> None:
     encoded = encode(engine, SENTENCES[0])
     head, whole, joined, token = encoded.head, encoded.whole, encoded.joined, encoded.split.join
-    at_head, at_whole = frames_before(head, token), frames_before(whole, token)
+    at_head, at_whole = frames_before(head.durations, token), frames_before(whole.durations, token)
     assert joined.frames == at_head + whole.frames - at_whole == int(joined.durations.sum())
     assert joined.durations.shape == whole.durations.shape
     assert np.array_equal(joined.asr[:, :, :at_head], head.asr[:, :, :at_head])
@@ -114,7 +115,7 @@ def test_the_pitch_does_not_step_at_the_join_more_than_the_sentence_does(engine:
     for text in SENTENCES:
         encoded = encode(engine, text)
         f0 = encoded.joined.f0[0]
-        at = 2 * frames_before(encoded.head, encoded.split.join)
+        at = 2 * frames_before(encoded.head.durations, encoded.split.join)
         steps = [semitones(f0[i + 1], f0[i]) for i in range(len(f0) - 1) if min(f0[i], f0[i + 1]) > 30]
         around = [semitones(f0[i + 1], f0[i]) for i in range(at - 2, at + 2) if min(f0[i], f0[i + 1]) > 30]
         print(f"join step {max(around, default=0.0):.2f} st, the sentence's p95 {np.percentile(steps, 95):.2f} st")
@@ -127,8 +128,10 @@ def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: O
     head_excess, plain_excess = [], []
     for text in SENTENCES:
         encoded = encode(engine, text)
-        at = frames_before(encoded.head, encoded.split.join)
-        decoded = list(engine.split.windows_after_head(encoded.head, at, returning(encoded.joined), DEFAULT_WINDOWS))
+        at = frames_before(encoded.head.durations, encoded.split.join)
+        decoded = list(
+            decode_windows_after_head(engine.split, encoded.head, at, returning(encoded.joined), DEFAULT_WINDOWS)
+        )
         switch = next(index for index, window in enumerate(decoded) if window.features is encoded.joined)
         assert switch > 0 and decoded[switch].window.start < at < decoded[switch].window.end  # the join in a core
         reference = np.concatenate(list(engine.split.stream(encoded.joined, None)))

@@ -33,6 +33,8 @@ import numpy as np
 import pytest
 
 from tests.support.asr import transcribe, word_error_rate
+from tests.support.clocks import ManualClock
+from tests.support.listeners import listener_ahead, listener_behind
 from tests.support.oracle_decoder import UPSAMPLED_PHASE, OracleDecoder, reach
 from tests.support.seams import compare, snr_db
 from voicestream.chunker import split_sentences
@@ -51,7 +53,9 @@ from voicestream.engine.onnx.graphs import (
     split_graphs,
 )
 from voicestream.engine.onnx.runtime import NormStatistics, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, paced_core
+from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, Window, WindowPlan, plan_windows, stitch
 from voicestream.engine.streaming.word_timings import FRAME_S
 
@@ -103,10 +107,12 @@ def features_of(engine: OnnxEngine, text: str, speed: float = 1.0) -> SentenceFe
     return engine.split.encode(ids, engine._voice("af_heart")[len(ids) - 1 : len(ids)], speed)
 
 
-def chunked(engine: OnnxEngine, features: SentenceFeatures, plan: WindowPlan) -> tuple[FloatAudio, list[int]]:
-    audio = np.concatenate(list(engine.split.stream(features, plan)))
-    seams = [window.end * SAMPLES_PER_FRAME for window in plan_windows(features.frames, plan)[:-1]]
-    return audio, seams
+def chunked(
+    engine: OnnxEngine, features: SentenceFeatures, plan: WindowPlan, *, ahead: int = 0, behind: bool = False
+) -> tuple[FloatAudio, list[int]]:
+    audio = np.concatenate(list(engine.split.stream(features, plan, ahead=ahead, behind=behind)))
+    windows = plan_windows(features.frames, plan, ahead=ahead, behind=behind)
+    return audio, [window.end * SAMPLES_PER_FRAME for window in windows[:-1]]
 
 
 def test_the_two_graphs_reproduce_the_original_model_exactly(engine: OnnxEngine) -> None:
@@ -233,15 +239,16 @@ def test_engine_seams_pass_the_gate_and_a_decoder_without_context_fails_it(engin
     whole = np.concatenate(list(engine.split.stream(features, None)))
     # Many small windows: many seams, so a seam artefact cannot hide in the average.
     many_seams = WindowPlan(first=12, growth=1.0, largest=12)
+    no_context = WindowPlan(first=12, growth=1.0, largest=12, context=0, frontend_context=0, crossfade=0)
     reports: dict[str, Any] = {}
-    for name, plan in [
-        ("default", DEFAULT_WINDOWS),
-        ("many seams", many_seams),
-        ("audio ahead", replace(DEFAULT_WINDOWS, ahead=30)),  # windows of 42, 84, 144 ... frames
-        ("behind", replace(DEFAULT_WINDOWS, behind=True)),  # windows of 72, 144, 144 ... frames
-        ("no context", WindowPlan(first=12, growth=1.0, largest=12, context=0, frontend_context=0, crossfade=0)),
+    for name, plan, ahead, behind in [
+        ("default", DEFAULT_WINDOWS, 0, False),
+        ("many seams", many_seams, 0, False),
+        ("audio ahead", DEFAULT_WINDOWS, 30, False),  # windows of 42, 84, 144 ... frames
+        ("behind", DEFAULT_WINDOWS, 0, True),  # windows of 72, 144, 144 ... frames
+        ("no context", no_context, 0, False),
     ]:
-        audio, seams = chunked(engine, features, plan)
+        audio, seams = chunked(engine, features, plan, ahead=ahead, behind=behind)
         reports[name] = compare(audio, whole, seams)
         print(name, len(seams), "seams:", reports[name])
     assert reports["default"].passes()
@@ -268,9 +275,14 @@ def test_windows_paced_for_a_slow_machine_are_cut_smaller_and_still_pass_the_sea
 ) -> None:
     features = features_of(engine, LONG_SENTENCE)
     whole = np.concatenate(list(engine.split.stream(features, None)))
-    frozen = 100.0  # no time passes while decoding: the listener's audio ahead is all that was produced
-    pace = WindowPacer(SlowMachine(), FRAME_S, now=lambda: frozen)
-    decoded = list(engine.split.windows(features, DEFAULT_WINDOWS, 0, pace))
+    # No time passes while decoding: the listener's audio ahead is all that was produced. The test
+    # is the listener: it hears each window as it takes it.
+    listener = Listener(now=ManualClock())
+    decoded = []
+    pace = WindowPacer(SlowMachine(), listener, FRAME_S)
+    for window in decode_windows(engine.split, features, DEFAULT_WINDOWS, 0, pace):
+        decoded.append(window)
+        listener.produced((window.window.end - window.window.start) * FRAME_S)
     sizes = [d.window.end - d.window.start for d in decoded]
     scheduled = [w.end - w.start for w in plan_windows(features.frames, DEFAULT_WINDOWS)]
     assert sizes[0] == scheduled[0]
@@ -322,26 +334,28 @@ def test_chunks_follow_the_plan_and_add_up_to_the_whole_sentence(
     assert sum(len(chunk) for chunk in chunks) == len(whole[0]) == (features.frames - first) * SAMPLES_PER_FRAME
 
 
-def planned_sizes(engine: OnnxEngine, text: str, plan: WindowPlan) -> list[int]:
+def planned_sizes(
+    engine: OnnxEngine, text: str, plan: WindowPlan, *, ahead: int = 0, behind: bool = False
+) -> list[int]:
     """The chunk sizes (frames) `plan` gives `text`: its cores after the leading silence not emitted."""
     features = features_of(engine, text)
     first = int(features.durations[0, 0]) - DEFAULT_LEAD_IN_FRAMES
-    return [w.end - w.start for w in plan_windows(features.frames, plan, first)]
+    return [w.end - w.start for w in plan_windows(features.frames, plan, first, ahead=ahead, behind=behind)]
 
 
 def test_audio_still_playing_buys_fewer_larger_windows_and_one_when_it_covers_the_sentence(
     plain_engine: OnnxEngine, whole_engine: OnnxEngine
 ) -> None:
     (whole,) = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
-    ahead = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, ahead_s=1.0)]
-    expected = planned_sizes(plain_engine, LONG_SENTENCE, replace(DEFAULT_WINDOWS, ahead=40))
+    ahead = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, listener=listener_ahead(1.0))]
+    expected = planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS, ahead=40)
     assert [len(chunk) // SAMPLES_PER_FRAME for chunk in ahead] == expected
     alone = planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS)  # the engine's plan: the test above
     assert expected[0] == DEFAULT_WINDOWS.first + 40 and len(ahead) < len(alone)
     assert sum(len(chunk) for chunk in ahead) == len(whole)
     # Enough still playing to cover the sentence: one decoder run, as close to the whole
     # sentence's samples as a window starting `context` frames before the first emitted one is.
-    covered = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, ahead_s=60.0)]
+    covered = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, listener=listener_ahead(60.0))]
     assert len(covered) == 1 and len(covered[0]) == len(whole)
     assert compare(covered[0], whole, []).log_mel_distance_db < 1.0
 
@@ -350,9 +364,9 @@ def test_a_server_behind_its_listener_gets_windows_from_half_the_largest(
     plain_engine: OnnxEngine, whole_engine: OnnxEngine
 ) -> None:
     (whole,) = [chunk.samples for chunk in whole_engine.synthesize(LONG_SENTENCE)]
-    behind = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, behind=True)]
+    behind = [chunk.samples for chunk in plain_engine.synthesize(LONG_SENTENCE, listener=listener_behind())]
     sizes = [len(chunk) // SAMPLES_PER_FRAME for chunk in behind]
-    assert sizes == planned_sizes(plain_engine, LONG_SENTENCE, replace(DEFAULT_WINDOWS, behind=True))
+    assert sizes == planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS, behind=True)
     alone = planned_sizes(plain_engine, LONG_SENTENCE, DEFAULT_WINDOWS)
     assert sizes[0] == DEFAULT_WINDOWS.largest // 2 and len(sizes) < len(alone)
     assert sum(len(chunk) for chunk in behind) == len(whole)
@@ -421,9 +435,9 @@ def test_streamed_speech_is_heard_at_least_as_well_as_whole_sentences(
     for sentence in [*bench_sentences(), *LONG_SENTENCES]:
         streamed = np.concatenate([c.samples for c in engine.synthesize(sentence)])
         # As a sentence after others is spoken: 1 s still playing (a first window of 52 frames).
-        after_others = np.concatenate([c.samples for c in engine.synthesize(sentence, ahead_s=1.0)])
+        after_others = np.concatenate([c.samples for c in engine.synthesize(sentence, listener=listener_ahead(1.0))])
         # As a server behind its listener speaks it: windows of 72, 144 ... frames.
-        behind = np.concatenate([c.samples for c in engine.synthesize(sentence, behind=True)])
+        behind = np.concatenate([c.samples for c in engine.synthesize(sentence, listener=listener_behind())])
         whole = np.concatenate([c.samples for c in original_engine.synthesize(sentence)])
         streamed_wer, ahead_wer, behind_wer, whole_wer = (
             word_error_rate(sentence, spell_numbers(transcribe(a))) for a in (streamed, after_others, behind, whole)

@@ -16,6 +16,7 @@ from websockets.asyncio.client import connect
 from tests.support.server import start_server
 from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.encoders import to_pcm16
@@ -50,7 +51,7 @@ class RecordingEngine(SpeechEngine):
         return self.inner.voices()
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         return self._recorded(self.inner.synthesize(text, voice, speed, text_options=text_options))
 

@@ -26,6 +26,7 @@ from tests.support.speak_server import SpeakServer, start_speak_server
 from voicestream.aws.function_url import call_speak
 from voicestream.cli import main
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.encoders import create_encoder
@@ -193,7 +194,7 @@ class ChunkRecorder(SpeechEngine):
         return self.inner.voices()
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         for chunk in self.inner.synthesize(text, voice, speed, text_options=text_options):
             with self._lock:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.options import TextOptions
 from voicestream.wire.voices import OFFICIAL_VOICES
 
@@ -38,7 +39,7 @@ class ScriptedEngine(SpeechEngine):
         return OFFICIAL_VOICES
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         yield AudioChunk(samples=self.samples)
 
@@ -63,7 +64,7 @@ class FaultyEngine(SpeechEngine):
         return self.real.count_phonemes(texts, voice, text_options)
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         if self.trigger in text:
             raise RuntimeError(f"injected engine fault on {text!r}")

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.g2p import G2P
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.runtime import PRODUCTION, Policy, ServerRuntime
@@ -80,14 +81,14 @@ class ToneEngine(SpeechEngine):
         return int(len(text) * self.ms_per_char * SAMPLE_RATE / 1000)
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         if self.refuse_on is not None and self.refuse_on in text:
             raise InvalidRequestError(f"refused {text!r}")
         self.texts.append(text)
         self.text_options.append(text_options)
-        self.aheads.append(ahead_s)
-        self.behinds.append(behind)
+        self.aheads.append(listener.ahead_s())
+        self.behinds.append(listener.behind())
         return self._chunks(text)
 
     def word_timings(self, text: str) -> tuple[WordTiming, ...]:

@@ -41,6 +41,8 @@ def model_dir(source_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="session")
 def engine(model_dir: Path) -> TorchEngine:
-    loaded = TorchEngine(model_dir)
+    # Unpaced: paced windows are sized by this machine's speed (streaming/pacing.py), and tests
+    # compare chunk sizes with the plan's.
+    loaded = TorchEngine(model_dir, pacing=False)
     loaded.load()
     return loaded

@@ -25,10 +25,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.listeners import listener_ahead, listener_behind
 from tests.support.seams import SeamReport, compare, snr_db
 from tests.torch.norm_oracle import instance_norms, recording, replaying
-from voicestream.engine.base import AudioChunk, FloatAudio
+from voicestream.engine.base import AudioChunk, FloatAudio, WordTiming
+from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES
 from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
+from voicestream.engine.streaming.word_timings import FRAME_S
 from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine, import_kokoro
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
@@ -218,20 +221,32 @@ def chunk_spans(chunks: list[AudioChunk]) -> list[tuple[float, float]]:
     return spans
 
 
+def lead_in_cut(engine: TorchEngine, text: str) -> int:
+    """The first frame the windowed engine emits: the leading silence beyond LEAD_IN_FRAMES is cut."""
+    return max(0, int(features_of(engine, text).durations[0]) - LEAD_IN_FRAMES)
+
+
+def assert_words_shifted(words: list[WordTiming], whole: tuple[WordTiming, ...], cut_s: float) -> None:
+    """The whole sentence's words, `cut_s` earlier (the silence the windowed engine did not emit)."""
+    assert [word.word for word in words] == [word.word for word in whole]
+    assert [word.start_s for word in words] == pytest.approx([word.start_s - cut_s for word in whole], abs=1e-3)
+
+
 def test_chunks_follow_the_plan_and_each_word_goes_with_the_chunk_it_starts_in(
     engine: TorchEngine, whole_engine: TorchEngine
 ) -> None:
     chunks = list(engine.synthesize(MEDIUM_SENTENCE, VOICE))
     (whole,) = list(whole_engine.synthesize(MEDIUM_SENTENCE, VOICE))
     spf = engine.split.samples_per_frame
-    expected = [w.end - w.start for w in plan_windows(len(whole.samples) // spf, DEFAULT_WINDOWS)]
+    first = lead_in_cut(engine, MEDIUM_SENTENCE)  # 0 when the checkpoint's leading pad is that short
+    expected = [w.end - w.start for w in plan_windows(len(whole.samples) // spf, DEFAULT_WINDOWS, first)]
     assert len(expected) > 3
     assert [len(chunk.samples) // spf for chunk in chunks] == expected
     assert len(chunks[0].samples) == DEFAULT_WINDOWS.first * spf
-    assert sum(len(chunk.samples) for chunk in chunks) == len(whole.samples)
-    # Word timings: the whole sentence's, each in the chunk where the word starts.
+    assert sum(len(chunk.samples) for chunk in chunks) == len(whole.samples) - first * spf
+    # Word timings: the whole sentence's (less the silence cut), each in the chunk where the word starts.
     assert len(whole.words) == len(MEDIUM_SENTENCE.split())
-    assert [word for chunk in chunks for word in chunk.words] == list(whole.words)
+    assert_words_shifted([word for chunk in chunks for word in chunk.words], whole.words, first * FRAME_S)
     for chunk, (start_s, end_s) in zip(chunks, chunk_spans(chunks), strict=True):
         for word in chunk.words:
             assert start_s <= word.start_s < end_s, (word, start_s, end_s)
@@ -245,17 +260,17 @@ def test_audio_still_playing_or_a_server_behind_buys_larger_windows(
     (whole,) = list(whole_engine.synthesize(MEDIUM_SENTENCE, VOICE))
     spf = engine.split.samples_per_frame
     frames = len(whole.samples) // spf
-    ahead = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=0.5))  # 20 frames of 25 ms
-    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, ahead=20))]
+    first = lead_in_cut(engine, MEDIUM_SENTENCE)
+    ahead = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_ahead(0.5)))  # 20 frames
+    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS, first, ahead=20)]
     assert [len(chunk.samples) // spf for chunk in ahead] == expected and expected[0] == DEFAULT_WINDOWS.first + 20
-    assert [word for chunk in ahead for word in chunk.words] == list(whole.words)
-    torch.manual_seed(7)  # the source's noise drawn alike
-    (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, ahead_s=60.0))
-    assert np.array_equal(covered.samples, whole.samples)  # one run over every frame: the whole sentence
-    behind = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, behind=True))  # the server behind its listener
-    expected = [w.end - w.start for w in plan_windows(frames, dataclasses.replace(DEFAULT_WINDOWS, behind=True))]
+    assert_words_shifted([word for chunk in ahead for word in chunk.words], whole.words, first * FRAME_S)
+    (covered,) = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_ahead(60.0)))
+    assert len(covered.samples) == len(whole.samples) - first * spf  # one run over every frame emitted
+    behind = list(engine.synthesize(MEDIUM_SENTENCE, VOICE, listener=listener_behind()))  # the server behind
+    expected = [w.end - w.start for w in plan_windows(frames, DEFAULT_WINDOWS, first, behind=True)]
     assert [len(chunk.samples) // spf for chunk in behind] == expected
-    assert expected[0] == min(frames, DEFAULT_WINDOWS.largest // 2)
+    assert expected[0] == min(frames - first, DEFAULT_WINDOWS.largest // 2)
 
 
 class CountingSplit(TorchSplitRuntime):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,10 +13,10 @@ from voicestream.engine.streaming.windows import (
     Stitcher,
     Window,
     WindowPlan,
+    ahead_frames,
     core_sizes,
     cores,
     fade_in,
-    for_listener,
     plan_windows,
     stitch,
 )
@@ -107,39 +106,38 @@ def test_cores_short_of_an_open_end_leave_the_rest_to_the_next_call() -> None:
 
 def test_audio_ahead_grows_the_first_window_by_as_much_up_to_the_cap() -> None:
     plan = WindowPlan(first=12, growth=2.0, largest=144)
-    cores = [(w.start, w.end) for w in plan_windows(400, replace(plan, ahead=40))]
+    cores = [(w.start, w.end) for w in plan_windows(400, plan, ahead=40)]
     assert cores[:3] == [(0, 52), (52, 156), (156, 300)]  # 12 + 40, then doubling, then the cap
-    assert next((w.start, w.end) for w in plan_windows(2000, replace(plan, ahead=1000))) == (0, 144)
+    assert next((w.start, w.end) for w in plan_windows(2000, plan, ahead=1000)) == (0, 144)
     # Nothing ahead is the plan as it was.
-    assert plan_windows(400, replace(plan, ahead=0)) == plan_windows(400, plan)
+    assert plan_windows(400, plan, ahead=0) == plan_windows(400, plan)
 
 
 def test_a_sentence_the_audio_ahead_covers_is_one_window_whatever_its_length() -> None:
     plan = WindowPlan(first=12, growth=2.0, largest=144, context=12)
-    assert plan_windows(300, replace(plan, ahead=288)) == [Window(0, 300, 0, 300)]
-    assert [(w.start, w.end) for w in plan_windows(300, replace(plan, ahead=287))] == [(0, 144), (144, 288), (288, 300)]
+    assert plan_windows(300, plan, ahead=288) == [Window(0, 300, 0, 300)]
+    assert [(w.start, w.end) for w in plan_windows(300, plan, ahead=287)] == [(0, 144), (144, 288), (288, 300)]
     # From a later first frame (the leading silence cut), the frames from there on count.
-    assert plan_windows(300, replace(plan, ahead=250), 40) == [Window(40, 300, 28, 300, 20, 300)]
+    assert plan_windows(300, plan, 40, ahead=250) == [Window(40, 300, 28, 300, 20, 300)]
 
 
-def test_seconds_ahead_become_whole_frames_and_no_plan_stays_none() -> None:
-    plan = WindowPlan()
-    assert for_listener(plan, 0.025, ahead_s=1.0) == replace(plan, ahead=40)
-    assert for_listener(plan, 0.025, ahead_s=0.0249) == plan
-    assert for_listener(plan, 0.025, behind=True) == replace(plan, behind=True)
-    assert for_listener(None, 0.025, ahead_s=3.0, behind=True) is None
+def test_seconds_ahead_become_whole_frames() -> None:
+    assert ahead_frames(1.0, 0.025) == 40
+    assert ahead_frames(0.0249, 0.025) == 0
+    with pytest.raises(ValueError, match="frames ahead must be >= 0"):
+        next(core_sizes(WindowPlan(), ahead=-1))
 
 
 def test_a_server_behind_its_listener_starts_at_half_the_largest_window_and_doubles() -> None:
     plan = WindowPlan(first=12, growth=2.0, largest=144)
-    assert list(itertools.islice(core_sizes(replace(plan, behind=True)), 3)) == [72, 144, 144]
+    assert list(itertools.islice(core_sizes(plan, behind=True), 3)) == [72, 144, 144]
     assert list(itertools.islice(core_sizes(plan), 6)) == [12, 24, 48, 96, 144, 144]
-    cores = [(w.start, w.end) for w in plan_windows(400, replace(plan, behind=True))]
+    cores = [(w.start, w.end) for w in plan_windows(400, plan, behind=True)]
     assert cores == [(0, 72), (72, 216), (216, 360), (360, 400)]
     # More audio ahead than that still grows the first window; a sentence it covers is one run.
-    assert next(core_sizes(replace(plan, behind=True, ahead=100))) == 112
-    assert next(core_sizes(replace(plan, behind=True, ahead=1000))) == 144
-    assert plan_windows(80, replace(plan, behind=True)) == [Window(0, 80, 0, 80)]
+    assert next(core_sizes(plan, behind=True, ahead=100)) == 112
+    assert next(core_sizes(plan, behind=True, ahead=1000)) == 144
+    assert plan_windows(80, plan, behind=True) == [Window(0, 80, 0, 80)]
 
 
 def test_no_plan_means_one_window_over_the_whole_sentence() -> None:
@@ -169,10 +167,8 @@ def test_cores_tile_the_sentence_exactly_once(
         carried_context=carried,
         frontend_context=20 - context,
         crossfade=min(2, context, context if carried is None else carried),
-        ahead=ahead,
-        behind=behind,
     )
-    windows = plan_windows(total, plan)
+    windows = plan_windows(total, plan, ahead=ahead, behind=behind)
     covered = np.zeros(total, dtype=int)
     for index, window in enumerate(windows):
         covered[window.start : window.end] += 1
@@ -256,7 +252,6 @@ def test_a_window_out_of_order_or_of_the_wrong_length_is_refused() -> None:
         {"first_right_context": 1, "crossfade": 2},
         {"first_right_context": -1, "crossfade": 0},
         {"frontend_context": -1},
-        {"ahead": -1},
     ],
 )
 def test_impossible_plans_are_refused(options: dict[str, float]) -> None:

@@ -1,8 +1,8 @@
-"""Where a long piece's head is cut (engine/onnx/lookahead.py): at word boundaries, never for short pieces."""
+"""Where a long piece's head is cut (engine/streaming/lookahead.py): at word boundaries, never for short pieces."""
 
 from __future__ import annotations
 
-from voicestream.engine.onnx.lookahead import SPACE_ID, HeadSplit, LookaheadPlan, head_split
+from voicestream.engine.streaming.lookahead import SPACE_ID, HeadSplit, LookaheadPlan, head_split
 
 
 def test_the_head_is_cut_at_word_boundaries_and_short_pieces_are_not_cut() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.support.clocks import ManualClock
 from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, WindowPacer, paced_core
 from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
@@ -51,44 +51,60 @@ def test_the_decode_speed_follows_recent_runs() -> None:
     assert speed.seconds_per_frame == pytest.approx(0.008)  # halfway to the new run's 6 ms
 
 
-def test_the_listener_plays_each_window_after_the_one_before_or_when_it_arrives() -> None:
-    clock = ManualClock()
-    pace = WindowPacer(DecodeSpeed(), FRAME_S, now=clock)
-    assert pace.ahead_s() == 0.0
-    pace.produced(12)  # 300 ms
-    clock.now += 0.1
-    pace.produced(24)  # queued behind the first: 200 + 600 ms
-    assert pace.ahead_s() == pytest.approx(0.8)
-    clock.now += 2.0  # the listener ran dry 1.2 s ago
-    assert pace.ahead_s() == 0.0
-    pace.produced(4)
-    assert pace.ahead_s() == pytest.approx(0.1)
+def paced(speed: DecodeSpeed, clock: ManualClock, *, ahead_s: float = 0.0, margin: float = MARGIN) -> WindowPacer:
+    """A pacer over a listener of its own (listener.py), on the test's clock."""
+    return WindowPacer(speed, Listener(ahead_s=ahead_s, now=clock), FRAME_S, margin=margin)
 
 
 def test_nothing_is_paced_before_the_speed_is_known_or_a_listener_waits_or_when_behind() -> None:
     clock = ManualClock()
-    unmeasured = WindowPacer(DecodeSpeed(), FRAME_S, ahead_s=0.5, now=clock)
+    unmeasured = paced(DecodeSpeed(), clock, ahead_s=0.5)
     assert unmeasured.limit(PLAN)(96) == 96
-    nothing_played = WindowPacer(DecodeSpeed(0.009), FRAME_S, now=clock)
+    nothing_played = paced(DecodeSpeed(0.009), clock)
     assert nothing_played.limit(PLAN)(96) == 96  # the first window: the listener has nothing yet
-    ahead = WindowPacer(DecodeSpeed(0.009), FRAME_S, ahead_s=0.5, now=clock)
+    ahead = paced(DecodeSpeed(0.009), clock, ahead_s=0.5)
     assert ahead.limit(PLAN)(96) == int(MARGIN * 0.5 / 0.009) - 16
-    assert ahead.limit(replace(PLAN, behind=True))(96) == 96
+    # The server behind: the listener ran dry while the text waited.
+    listener = Listener(now=clock)
+    listener.produced(0.2)
+    clock.now += 0.5
+    behind = WindowPacer(DecodeSpeed(0.009), listener, FRAME_S)
+    listener.produced(0.5)
+    assert listener.behind() and behind.limit(PLAN)(96) == 96
+
+
+def test_an_idle_listener_whose_text_came_late_is_not_paced_before_this_calls_audio() -> None:
+    """Audio that ran out before the text came: the first window is nobody's lateness, and there
+    is nothing ahead to pace by until it plays."""
+    clock = ManualClock()
+    listener = Listener(now=clock)
+    listener.produced(0.3)
+    clock.now += 2.0
+    listener.waiting_since(clock.now)
+    pace = WindowPacer(DecodeSpeed(0.009), listener, FRAME_S)
+    assert not listener.behind() and pace.limit(PLAN)(96) == 96
+    listener.produced(0.3)  # this call's first window: now there is something to pace by
+    assert pace.limit(PLAN)(96) == int(MARGIN * 0.3 / 0.009) - 16
+
+
+def test_an_engine_that_decodes_in_no_time_keeps_the_schedule() -> None:
+    assert paced_core(96, 0.3, 0.0, PLAN, FRAME_S) == 96
 
 
 def test_once_the_listener_ran_dry_the_schedule_decides_again() -> None:
     """A gap during the call means windows waited for workers busy with other sessions: smaller
     windows would only add work."""
     clock = ManualClock()
-    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)  # the first cut lands on 12
+    pace = paced(DecodeSpeed(0.009), clock, margin=0.8)  # the first cut lands on 12
+    listener = pace.listener
     limit = pace.limit(PLAN)
-    pace.produced(12)
+    listener.produced(0.3)
     clock.now += 0.3 + FRAME_S / 2  # late by half a frame: not yet a gap worth the name
-    pace.produced(12)
-    assert not pace.ran_dry and limit(48) < 48
+    listener.produced(0.3)
+    assert not listener.behind() and limit(48) < 48
     clock.now += 0.3 + 2 * FRAME_S
-    pace.produced(12)
-    assert pace.ran_dry
+    listener.produced(0.3)
+    assert listener.behind()
     # 300 ms ahead would cut to 12 again; the schedule instead, regrowing from the last cut
     assert [limit(96), limit(144), limit(144), limit(144)] == [24, 48, 96, 144]
 
@@ -97,15 +113,15 @@ def paced_run(margin: float) -> tuple[list[int], list[float]]:
     """A 400-frame sentence paced on an engine at 9 ms per span frame (16 of them context): each
     core's size, and the audio the listener had left when each later window was decoded."""
     clock = ManualClock()
-    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=margin, now=clock)
+    pace = paced(DecodeSpeed(0.009), clock, margin=margin)
     sizes, spare = [], []
     for start, end in cores(400, PLAN, limit=pace.limit(PLAN)):
         sizes.append(end - start)
         decoding = (end - start + 16) * 0.009
         if len(sizes) > 1:
-            spare.append(pace.ahead_s() - decoding)
+            spare.append(pace.listener.ahead_s() - decoding)
         clock.now += decoding
-        pace.produced(end - start)
+        pace.listener.produced((end - start) * FRAME_S)
     return sizes, spare
 
 
@@ -133,14 +149,14 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
     speed = DecodeSpeed(0.009)
     cuts = {}
     for margin in (0.6, 1.0):
-        pace = WindowPacer(speed, FRAME_S, ahead_s=1.2, margin=margin, now=lambda: 0.0)
+        pace = paced(speed, ManualClock(), ahead_s=1.2, margin=margin)
         cuts[margin] = pace.limit(PLAN)(144)
     assert cuts == {0.6: 64, 1.0: 117}
     # 0.3 s ahead as a clock measures it (100.3 - 100) decodes 30 frames at 0.9, not 29.99...
     assert paced_core(24, 100.3 - 100.0, 0.009, PLAN, FRAME_S, margin=0.9) == 30 - 16
     for impossible in (0.0, 1.5):
         with pytest.raises(ValueError, match="margin"):
-            WindowPacer(speed, FRAME_S, margin=impossible)
+            paced(speed, ManualClock(), margin=impossible)
         with pytest.raises(ValueError, match="margin"):
             OnnxEngine(
                 strategy=OnnxStrategy(pacing_margin=impossible)
@@ -149,11 +165,11 @@ def test_the_margin_is_the_share_of_the_audio_ahead_a_window_may_take() -> None:
 
 def test_after_a_cut_windows_grow_again_by_at_most_the_plans_growth() -> None:
     clock = ManualClock()
-    pace = WindowPacer(DecodeSpeed(0.009), FRAME_S, margin=0.8, now=clock)
-    pace.produced(12)
+    pace = paced(DecodeSpeed(0.009), clock, margin=0.8)
+    pace.listener.produced(0.3)
     limit = pace.limit(PLAN)
     assert limit(24) == PLAN.first  # 300 ms ahead: cut (0.8 * 0.3 / 0.009 - 16 context = 10)
-    pace.produced(300)  # then plenty of audio: the pace alone would allow the schedule's 48, 96
+    pace.listener.produced(300 * FRAME_S)  # then plenty of audio: the pace alone would allow the schedule's 48, 96
     assert [limit(48), limit(96), limit(144), limit(144)] == [24, 48, 96, 144]
 
 

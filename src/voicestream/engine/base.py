@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.normalize import normalize_text
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
@@ -141,26 +142,24 @@ class SpeechEngine(abc.ABC):
         voice: str = DEFAULT_VOICE,
         speed: float = 1.0,
         *,
-        ahead_s: float = 0.0,
-        behind: bool = False,
+        listener: Listener | None = None,
         text_options: TextOptions = DEFAULT_TEXT_OPTIONS,
     ) -> Iterator[AudioChunk]:
         """Yield the audio of `text` chunk by chunk. Validates before any work is done.
 
-        `ahead_s`: seconds of earlier audio the listener has yet to hear (the sentences before
-        this one, still playing). An engine that streams inside a sentence spends them on fewer,
-        larger windows (windows.py): the same audio for less compute. `behind`: the listener has
-        run out of audio though this text was waiting (the server has more work than workers):
-        fewer, larger windows from the first, which cost less per second of audio.
+        `listener`: who hears this audio (listener.py), each chunk pushed to it as it is yielded;
+        None: a listener of its own, who hears nothing before this call. An engine that streams
+        inside a sentence reads it: audio still playing from earlier sentences buys fewer, larger
+        windows (the same audio for less compute), a server behind its listener starts with large
+        windows, and no window outlasts the audio the listener has left (windows.py, pacing.py).
         `text_options`: how the text is read: normalized, a lexicon, or phoneme input (options.py)."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         text = check_text(text, text_options)
         speed = check_speed(speed)
         self.validate_voice(voice)
-        if not 0.0 <= ahead_s < float("inf"):
-            raise ValueError(f"ahead_s must be a finite number of seconds >= 0, got {ahead_s}")
-        return self._synthesize(text, voice, speed, ahead_s, behind, text_options)
+        listener = listener if listener is not None else Listener()
+        return listener.hearing(self._synthesize(text, voice, speed, listener, text_options))
 
     def phoneme_vocabulary(self) -> frozenset[str]:
         """The phoneme symbols the model speaks (config.json's vocab); empty when the engine has
@@ -173,7 +172,7 @@ class SpeechEngine(abc.ABC):
 
     @abc.abstractmethod
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]: ...
 
     def count_phonemes(

@@ -43,9 +43,9 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from voicestream.asgi import ConsumerLag, SlowConsumerError
 from voicestream.chunker import SentenceChunker
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
-from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
 from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest, check_pronunciation
 from voicestream.wire.bidi import (
@@ -166,7 +166,7 @@ class ServerSession:
         self._outbox: asyncio.Queue[RequestAudio] = asyncio.Queue(maxsize=1)
         # The session's requests play one after another to one listener: a sentence that starts
         # while earlier audio still plays may be synthesized in fewer, larger windows.
-        self._playback = PlaybackClock()
+        self._listener = Listener()
         frames_per_request = int(self.limits.max_buffered_audio_s * 1000 / self.limits.frame_ms)
         self._max_frames = max(1, frames_per_request)
 
@@ -483,7 +483,7 @@ class ServerSession:
             # The audio being sent stops at once. What was synthesized ahead is made again: none
             # of the requests left had a frame sent yet.
             await self._stop_pipeline()
-            self._playback.stop()
+            self._listener.stop()
             self._start_pipeline()
             for request in self._pending.values():
                 self._requests.put_nowait(request)
@@ -509,7 +509,7 @@ class ServerSession:
                 continue  # cancelled while it waited (its id may be in use again since)
             self._synthesizing = request.request_id
             request_id_var.set(request.request_id)
-            audio = RequestAudio(AudioStream(self.runtime, request, self._playback), self._max_frames)
+            audio = RequestAudio(AudioStream(self.runtime, request, self._listener), self._max_frames)
             await self._outbox.put(audio)
             try:
                 async for item in audio.stream.items():

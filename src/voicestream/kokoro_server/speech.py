@@ -29,11 +29,11 @@ from voicestream.engine.base import (
     TextTooComplexError,
     WordTiming,
 )
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.text.normalize import normalize_text
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.pronunciation import check_request, split_phoneme_sentences
 from voicestream.kokoro_server.encoders import AudioEncoder, EncodedFormat, Framer
-from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.resample import StreamResampler
 from voicestream.kokoro_server.runtime import ServerRuntime
 from voicestream.wire.bidi import SAMPLE_RATE
@@ -102,13 +102,13 @@ def _encoded_tail(resampler: StreamResampler, encoder: AudioEncoder) -> bytes:
 class AudioStream:
     """Iterate `frames()` once; `stats` fills in as it goes."""
 
-    def __init__(self, runtime: ServerRuntime, request: SpeechRequest, playback: PlaybackClock | None = None) -> None:
-        """`playback`: the listener's clock when this request's audio follows earlier audio to
-        the same listener (a bidi session's requests); a clock of its own otherwise."""
+    def __init__(self, runtime: ServerRuntime, request: SpeechRequest, listener: Listener | None = None) -> None:
+        """`listener`: who hears this request's audio (listener.py), when it follows earlier audio
+        to the same listener (a bidi session's requests); a listener of its own otherwise."""
         self.runtime = runtime
         self.request = request
         self.stats = StreamStats()
-        self.playback = playback or PlaybackClock()
+        self.listener = listener or Listener()
         self.bytes_per_second = 1  # the encoder's, once `items()` has begun
 
     async def frames(self) -> AsyncGenerator[bytes, None]:
@@ -129,29 +129,31 @@ class AudioStream:
         sentences = (split(request.text) if self.runtime.policy.split_requests else []) or [request.text]
         sentences = await self._check_work(sentences)
         # Since when this request's next sentence has been waiting for the engine: a listener who
-        # ran out of audio after that was left waiting by the server (PlaybackClock.ran_dry_since),
-        # and its steps are due when the listener runs dry (scheduler.py).
+        # ran out of audio after that was left waiting by the server (Listener.behind), and its
+        # steps are due when the listener runs dry (scheduler.py). The engine pushes each chunk it
+        # yields to the listener (SpeechEngine.synthesize).
+        listener = self.listener
         waiting_since = request.received_at
         for sentence in sentences:
+            listener.waiting_since(waiting_since)
             self.stats.sentences += 1
             self.runtime.stats.sentences_started += 1
             sentence_offset_s = self.stats.audio_samples / SAMPLE_RATE  # engine words count from the sentence
             started = sentence_started = time.perf_counter()
             chunks = await self.runtime.in_worker_by(
-                self.playback.runs_dry_at(waiting_since),
+                listener.runs_dry_at(),
                 engine.synthesize,
                 sentence,
                 request.voice,
                 request.speed,
-                ahead_s=self.playback.ahead_s(),
-                behind=self.playback.ran_dry_since(waiting_since),
+                listener=listener,
                 text_options=request.text_options,
             )
             self.stats.synth_s += time.perf_counter() - started
             while True:
                 started = time.perf_counter()
                 chunk, encoded = await self.runtime.in_worker_by(
-                    self.playback.runs_dry_at(waiting_since), _next_encoded, chunks, resampler, encoder
+                    listener.runs_dry_at(), _next_encoded, chunks, resampler, encoder
                 )
                 self.stats.synth_s += time.perf_counter() - started
                 if chunk is None:
@@ -159,14 +161,11 @@ class AudioStream:
                 if chunk.words:
                     yield tuple(word.shifted(sentence_offset_s) for word in chunk.words)
                 self.stats.audio_samples += len(chunk.samples)
-                self.playback.produced(len(chunk.samples) / SAMPLE_RATE)
                 for frame in framer.push(encoded):
                     self.stats.audio_bytes += len(frame)
                     yield frame
             waiting_since = max(waiting_since, sentence_started)
-        tail = await self.runtime.in_worker_by(
-            self.playback.runs_dry_at(waiting_since), _encoded_tail, resampler, encoder
-        )
+        tail = await self.runtime.in_worker_by(listener.runs_dry_at(), _encoded_tail, resampler, encoder)
         for frame in [*framer.push(tail), *framer.flush()]:
             self.stats.audio_bytes += len(frame)
             yield frame

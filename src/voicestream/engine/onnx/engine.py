@@ -4,13 +4,14 @@ The graph takes `tokens` int64 [1, N+2] (phoneme ids wrapped in pad 0s), `style`
 [1, 256] (the voice's row N-1: Kokoro voices hold one style vector per input length) and
 `speed` float32 [1]; it returns float32 audio at 24 kHz.
 
-The graph runs as three derived graphs (graphs.py): per phoneme piece (<= 510 phonemes) the
-encoder runs once (a long piece's head first: lookahead.py), then the decoder's frontend and
-generator run over windows of frames (windows.py), each window's audio yielded as soon as it is
-computed, with the words that start in it (word_timings.py), so first audio waits neither for
-the whole sentence's decoding nor for its encoding. The leading pad's silence is cut to
-`lead_in_frames`. `OnnxStrategy(decoder_windows=None, lead_in_frames=None)` gives the original
-graph's samples exactly. docs/engine.md has the design, docs/engine-evidence.md its measurements.
+The graph runs as three derived graphs (graphs.py, runtime.py), under the pipeline every engine
+shares (streaming/pipeline.py): per phoneme piece (<= 510 phonemes) the encoder runs once (a
+long piece's head first: lookahead.py), then the decoder's frontend and generator run over
+windows of frames (windows.py), each window's audio yielded as soon as it is computed, with the
+words that start in it (word_timings.py), so first audio waits neither for the whole sentence's
+decoding nor for its encoding. The leading pad's silence is cut to `lead_in_frames`.
+`OnnxStrategy(decoder_windows=None, lead_in_frames=None)` gives the original graph's samples
+exactly. docs/engine.md has the design, docs/engine-evidence.md its measurements.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ from voicestream import env
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
-from voicestream.engine.onnx.lookahead import LookaheadPlan, frames_before, head_split, join
-from voicestream.engine.onnx.runtime import DecodedWindow, OnnxSplitRuntime, SentenceFeatures
+from voicestream.engine.onnx.runtime import OnnxSplitRuntime, SentenceFeatures, join
+from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.lookahead import LookaheadPlan
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
-from voicestream.engine.streaming.pacing import DecodeSpeed, WindowPacer, checked_margin
-from voicestream.engine.streaming.windows import WindowPlan, for_listener
-from voicestream.engine.streaming.word_timings import FRAME_S, tokenize, words_starting_in
+from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
+from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
@@ -51,9 +52,7 @@ VOICE_SHAPE = (510, 256)
 # window's span").
 DEFAULT_WINDOWS = WindowPlan(first=16, carried_context=8, first_right_context=8)
 DEFAULT_LOOKAHEAD = LookaheadPlan()
-# Frames (25 ms) of the leading pad's silence kept before a piece's first phoneme: speech starts
-# that much after the first sample (Kokoro's ~0.3-0.45 s lead-in is otherwise heard as latency).
-DEFAULT_LEAD_IN_FRAMES = 4
+DEFAULT_LEAD_IN_FRAMES = LEAD_IN_FRAMES
 
 
 def window_plan(setting: DecoderWindows) -> WindowPlan | None:
@@ -85,7 +84,17 @@ class OnnxStrategy:
     spinning: bool = False
 
     def __post_init__(self) -> None:
-        checked_margin(self.pacing_margin)  # refused when the engine is made, not at its first synthesis
+        self.streaming()  # refused when the engine is made, not at its first synthesis
+
+    def streaming(self) -> Streaming:
+        """What the shared pipeline is told (spinning is the runtime's)."""
+        return Streaming(
+            windows=self.decoder_windows,
+            lookahead=self.lookahead,
+            lead_in_frames=self.lead_in_frames,
+            pacing=self.pacing,
+            pacing_margin=self.pacing_margin,
+        )
 
 
 PRODUCTION: Final = OnnxStrategy()
@@ -117,11 +126,11 @@ class OnnxEngine(SpeechEngine):
         self.threads = threads or default_threads()
         self.strategy = strategy
         self.derived_dir = derived_dir
-        self._decode_speed = DecodeSpeed()
         self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._split: OnnxSplitRuntime | None = None
+        self._pipeline: Pipeline[SentenceFeatures, VoiceArray] | None = None
         self._vocab: dict[str, int] = {}
 
     @property
@@ -130,6 +139,13 @@ class OnnxEngine(SpeechEngine):
         if self._split is None:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         return self._split
+
+    @property
+    def pipeline(self) -> Pipeline[SentenceFeatures, VoiceArray]:
+        """The synthesis loop over the split graphs, streaming as the strategy says."""
+        if self._pipeline is None:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        return self._pipeline
 
     def _load(self) -> None:
         # The model and config are verified now; voices are verified as each is first used.
@@ -141,6 +157,7 @@ class OnnxEngine(SpeechEngine):
         self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.strategy.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
         self._frontend.vocabulary = frozenset(self._vocab)
+        self._pipeline = Pipeline(self._split, self._vocab, self.strategy.streaming(), join=join)
         self._assets = assets
         self._voice("af_heart")
         self._frontend.warm()
@@ -180,70 +197,19 @@ class OnnxEngine(SpeechEngine):
         return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
         pieces = self.phoneme_pieces(text, voice, text_options)
-        return self._run_pieces(pieces, style_table, speed, ahead_s, behind)
+        return self._run_pieces(pieces, style_table, speed, listener)
 
     def _run_pieces(
-        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, ahead_s: float, behind: bool
+        self, pieces: list[Phonemes], style_table: VoiceArray, speed: float, listener: Listener
     ) -> Iterator[AudioChunk]:
-        offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
-        strategy = self.strategy
-        pace = (
-            WindowPacer(self._decode_speed, FRAME_S, ahead_s=ahead_s, margin=strategy.pacing_margin)
-            if strategy.pacing
-            else None
-        )
-        for index, piece in enumerate(pieces):
-            ids, words = tokenize(piece, self._vocab)
-            if not ids:
-                continue
-            style = style_table[len(ids) - 1 : len(ids)]
-            # Only the first piece knows what is ahead of it: when a later one starts is unknown here.
-            plan = for_listener(
-                strategy.decoder_windows, FRAME_S, ahead_s=ahead_s if index == 0 else 0.0, behind=behind
-            )
-            emitted = 0
-            for decoded in self._windows(ids, style, speed, plan, pace):
-                window = decoded.window
-                # Seconds of the piece's frame 0 (window.start - emitted: the lead-in frames not emitted).
-                start_s = offset_s - (window.start - emitted) * FRAME_S
-                timed = words_starting_in(words, decoded.features.durations, window.start, window.end, start_s)
-                emitted += window.end - window.start
-                yield AudioChunk(samples=decoded.samples, words=timed)
-            offset_s += emitted * FRAME_S
+        """The shared pipeline (streaming/pipeline.py) over the split graphs; each piece's style is
+        the voice table's row for its number of ids (the original graph's rule)."""
 
-    def _windows(
-        self, ids: list[int], style: VoiceArray, speed: float, plan: WindowPlan | None, pace: WindowPacer | None
-    ) -> Iterator[DecodedWindow]:
-        """The piece's decoded windows: after a head encoding when the piece is long (lookahead.py),
-        without the leading silence beyond `lead_in_frames`."""
-        split = self.split
-        # The head is encoded first for the first audio's sake. With a first window's worth of audio
-        # (300 ms) still playing, the whole piece's encoding (a fraction of that even at 50 words:
-        # docs/engine-evidence.md, "Lookahead") fits in it, and the head's would be spent for
-        # nothing; likewise when the server is behind (a first window of 72+ frames, which waits for
-        # a worker anyway).
-        wants_head = plan is not None and plan.ahead < plan.first and not plan.behind
-        head = head_split(ids, self.strategy.lookahead) if wants_head else None
-        if plan is None or head is None:
-            features = split.encode(ids, style, speed)
-            return split.windows(features, plan, self._first_frame(features), pace)
-        head_features = split.encode(ids[: head.end], style, speed)
+        def style_of(_piece: Phonemes, ids: list[int]) -> VoiceArray:
+            return style_table[len(ids) - 1 : len(ids)]
 
-        def whole_piece() -> SentenceFeatures:
-            return join(head_features, split.encode(ids, style, speed), head.join)
-
-        join_frame = frames_before(head_features, head.join)
-        first_frame = self._first_frame(head_features)
-        return split.windows_after_head(head_features, join_frame, whole_piece, plan, first_frame, pace)
-
-    def _first_frame(self, features: SentenceFeatures) -> int:
-        """The first frame to emit: the leading pad's frames are silence (Kokoro predicts ~0.3-0.45 s
-        of it before every sentence), of which only the last `lead_in_frames` are kept."""
-        lead_in_frames = self.strategy.lead_in_frames
-        if lead_in_frames is None:
-            return 0
-        return max(0, int(features.durations[0, 0]) - lead_in_frames)
+        return self.pipeline.run(pieces, style_of, speed, listener)

@@ -18,16 +18,9 @@ from voicestream.engine.onnx.graphs import (
     norm_output,
 )
 from voicestream.engine.onnx.ort_options import run_options, session_options
-from voicestream.engine.streaming.pacing import WindowPacer
-from voicestream.engine.streaming.windows import (
-    SAMPLES_PER_FRAME,
-    Stitcher,
-    Window,
-    WindowPlan,
-    core_sizes,
-    cores,
-    window_around,
-)
+from voicestream.engine.streaming.lookahead import frames_before
+from voicestream.engine.streaming.pipeline import decode_windows
+from voicestream.engine.streaming.windows import Window, WindowPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +75,6 @@ class NormStatistics:
         """The carried values' share in a window of `frames` frames: every frame counts once, as
         if the norms saw the windows so far and this one together."""
         return self.frames / (self.frames + frames)
-
-
-@dataclass(frozen=True, slots=True)
-class DecodedWindow:
-    """A decoded window: the samples to emit now, and the features it was decoded from (their
-    durations place its words)."""
-
-    window: Window
-    samples: FloatAudio
-    features: SentenceFeatures
 
 
 class OnnxSplitRuntime:
@@ -150,80 +133,51 @@ class OnnxSplitRuntime:
         after = NormStatistics(dict(zip(self._carried, statistics, strict=True)), frames_before + window.frames)
         return np.asarray(audio, dtype=np.float32).reshape(-1), after
 
+    def durations(self, features: SentenceFeatures) -> npt.NDArray[np.int64]:
+        return features.durations
+
+    def window_decoder(self) -> Callable[[SentenceFeatures, Window], FloatAudio]:
+        """One piece's windows in order, each normalised with the statistics carried from the
+        windows before it (graphs.py): the audio of each window's generator span."""
+        carried: NormStatistics | None = None
+
+        def decode(features: SentenceFeatures, window: Window) -> FloatAudio:
+            nonlocal carried
+            audio, carried = self.decode(features, window, carried)
+            return audio
+
+        return decode
+
     def stream(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0
+        self,
+        features: SentenceFeatures,
+        plan: WindowPlan | None,
+        start: int = 0,
+        *,
+        ahead: int = 0,
+        behind: bool = False,
     ) -> Generator[FloatAudio, None, None]:
-        """Each window's audio as soon as it is decoded (one window when `plan` is None)."""
-        for decoded in self.windows(features, plan, start):
+        """Each window's audio as soon as it is decoded (one window when `plan` is None): the
+        shared pipeline's windows (streaming/pipeline.py) over this runtime, unpaced."""
+        for decoded in decode_windows(self, features, plan, start, ahead=ahead, behind=behind):
             yield decoded.samples
 
-    def windows(
-        self, features: SentenceFeatures, plan: WindowPlan | None, start: int = 0, pace: WindowPacer | None = None
-    ) -> Generator[DecodedWindow, None, None]:
-        """Each window as soon as it is decoded (one window when `plan` is None), the audio of
-        frames [start, frames): frames before `start` (leading silence) are not emitted, and
-        with a plan not decoded either, except as the first window's left context. With `pace`,
-        each window's size is decided when it is asked for, cut to the listener's audio
-        (pacing.py); without, the plan's schedule alone decides.
 
-        A generator: nothing runs until the consumer asks for the next window, so a consumer
-        that stops iterating (a cancelled request) stops the work between windows.
-        """
-        if plan is None:
-            window = Window(start, features.frames, 0, features.frames)
-            audio, _ = self.decode(features, window)
-            yield DecodedWindow(window, Stitcher(SAMPLES_PER_FRAME, 0, start).push(window, audio), features)
-            return
-        decoder = _WindowDecoder(self, plan, start, pace)
-        for index, core in enumerate(cores(features.frames, plan, start=start, limit=decoder.limit)):
-            yield decoder.decode(features, window_around(core, features.frames, plan, first=index == 0))
+def join(head: SentenceFeatures, whole: SentenceFeatures, token: int) -> SentenceFeatures:
+    """The head's frames before `token`, then the whole piece's from `token` on.
 
-    def windows_after_head(
-        self,
-        head: SentenceFeatures,
-        join_frame: int,
-        rest: Callable[[], SentenceFeatures],
-        plan: WindowPlan,
-        start: int = 0,
-        pace: WindowPacer | None = None,
-    ) -> Generator[DecodedWindow, None, None]:
-        """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
-        everything they compute lies before the join, then from `rest()`'s features (called once,
-        when the first later window is asked for, so that window is sized knowing what the
-        encoding took), one window schedule across both (lookahead.py). No window sees the head's
-        frames past the join, so the switch is an ordinary seam and the join itself lies inside a
-        window decoded from the joined features."""
-        decoder = _WindowDecoder(self, plan, start, pace)
-        sizes = core_sizes(plan)
-        head_end = max(start, join_frame - plan.context - plan.frontend_context)
-        first = True
-        for core in cores(head_end, plan, start=start, sizes=sizes, limit=decoder.limit, open_end=True):
-            yield decoder.decode(head, window_around(core, join_frame, plan, first=first))
-            first = False
-            start = core[1]
-        joined = rest()
-        for core in cores(joined.frames, plan, start=start, sizes=sizes, limit=decoder.limit):
-            yield decoder.decode(joined, window_around(core, joined.frames, plan, first=first))
-            first = False
-
-
-class _WindowDecoder:
-    """One sentence's windows in order: the norm statistics carried from each to the next, the
-    audio stitched, and, with a pace, each run timed and its audio counted as played."""
-
-    def __init__(self, split: OnnxSplitRuntime, plan: WindowPlan, start: int, pace: WindowPacer | None) -> None:
-        self._split = split
-        self._pace = pace
-        self._stitcher = Stitcher(SAMPLES_PER_FRAME, plan.crossfade, start)
-        self._carried: NormStatistics | None = None
-        self.limit = pace.limit(plan) if pace is not None else None
-
-    def decode(self, features: SentenceFeatures, window: Window) -> DecodedWindow:
-        pace = self._pace
-        started = pace.now() if pace is not None else 0.0
-        audio, self._carried = self._split.decode(features, window, self._carried)
-        decoded = DecodedWindow(window, self._stitcher.push(window, audio), features)
-        if pace is not None:
-            pace.decoded(window.frames, pace.now() - started)
-            pace.produced(window.end - window.start)
-        return decoded
+    The harmonic source's phase is a running sum: the whole piece's continues from the head's
+    last value with its own increments, so the source never jumps at the join.
+    """
+    head_frames, whole_frames = frames_before(head.durations, token), frames_before(whole.durations, token)
+    h, w = 2 * head_frames, 2 * whole_frames  # f0, energy and phase have two points per frame
+    phase_offset = head.phase[:, :, h - 1 : h].astype(np.float64) - whole.phase[:, :, w - 1 : w]
+    rest_phase = (whole.phase[:, :, w:].astype(np.float64) + phase_offset).astype(np.float32)
+    return SentenceFeatures(
+        asr=np.concatenate([head.asr[:, :, :head_frames], whole.asr[:, :, whole_frames:]], axis=2),
+        f0=np.concatenate([head.f0[:, :h], whole.f0[:, w:]], axis=1),
+        energy=np.concatenate([head.energy[:, :h], whole.energy[:, w:]], axis=1),
+        decoder_style=whole.decoder_style,
+        phase=np.concatenate([head.phase[:, :, :h], rest_phase], axis=2),
+        durations=np.concatenate([head.durations[:, : token + 1], whole.durations[:, token + 1 :]], axis=1),
+    )

@@ -11,20 +11,20 @@ So before each window after the first, the schedule's size is cut to what the en
 speed it measured on its recent runs, decodes within `MARGIN` of the audio the listener has yet
 to hear. Never below the first window's size; not at all when even a first-size window decodes
 slower than it plays (smaller windows would only add context, and the listener falls behind
-either way), nor when the server is behind (windows.py, `behind`), nor once the listener has
-run dry during the call: then windows wait for workers busy with other sessions, and larger
-windows, which cost less, are the remedy (without this rule, a loaded server's listeners heard
+either way), nor when the server is behind (`Listener.behind`: the listener ran dry while the
+text waited, before the call or during it): then windows wait for workers busy with other
+sessions, and larger windows, which cost less, are the remedy (without this rule, a loaded server's listeners heard
 longer silences paced than on the schedule alone: docs/engine-evidence.md, "Pacing"). On a
 machine fast enough for the schedule nothing changes.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.windows import WindowPlan
 
 # Share of the audio ahead a window may take to decode: runs vary from one to the next, and the
@@ -61,51 +61,36 @@ def paced_core(
     """The next core's frames: the schedule's, or fewer when decoding that many (and the window's
     context) would take longer than `margin` of the `ahead_s` seconds the listener has left."""
     context = 2 * plan.later_context
-    if seconds_per_frame * (plan.first + context) >= plan.first * frame_s:
-        return scheduled  # even the smallest window plays shorter than it decodes
+    if seconds_per_frame * (plan.first + context) >= plan.first * frame_s or seconds_per_frame <= 0.0:
+        return scheduled  # even the smallest window plays shorter than it decodes (or a clock stood still)
     # Whole frames, with a tolerance for float rounding (0.9 * 0.3 s / 9 ms is 29.99999999999997).
     affordable = int(margin * ahead_s / seconds_per_frame + 1e-6) - context
     return max(plan.first, min(scheduled, affordable))
 
 
 class WindowPacer:
-    """One synthesis call's listener and the engine's speed. The listener plays each window's audio
-    from when it is decoded or when the audio before it ends, whichever is later (the server's
-    PlaybackClock, kokoro_server/playback.py, models it the same way); `ahead_s` is the audio still
-    playing when the call starts."""
+    """One synthesis call's pacing: the engine's speed, and the listener's clock (listener.py, the
+    one the server reads too), which hears each window's audio as the engine yields it."""
 
-    def __init__(
-        self,
-        speed: DecodeSpeed,
-        frame_s: float,
-        *,
-        ahead_s: float = 0.0,
-        margin: float = MARGIN,
-        now: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, speed: DecodeSpeed, listener: Listener, frame_s: float, *, margin: float = MARGIN) -> None:
         self.speed = speed
+        self.listener = listener
         self.frame_s = frame_s
         self.margin = checked_margin(margin)
-        self.now = now
-        self._playing_until: float | None = now() + ahead_s if ahead_s > 0 else None
-        # The listener ran out of audio (by more than a frame) during this call: windows waited for
-        # a worker busy with other sessions, which smaller windows do not shorten (they add work).
-        self.ran_dry = False
+        # Nothing to pace while the listener hears nothing of this call or before it: the first
+        # window, unless earlier audio still plays.
+        self._pushed_before = listener.pushed_s
+        self._ahead_before = listener.ahead_s() > 0
+
+    def now(self) -> float:
+        return self.listener.now()
 
     def decoded(self, frames: int, seconds: float) -> None:
         """A window of `frames` span frames took `seconds` to decode."""
         self.speed.record(frames, seconds)
 
-    def produced(self, frames: int) -> None:
-        """A window's `frames` frames of audio were just handed to the listener."""
-        now = self.now()
-        if self._playing_until is not None and now > self._playing_until + self.frame_s:
-            self.ran_dry = True
-        self._playing_until = max(now, self._playing_until or now) + frames * self.frame_s
-
-    def ahead_s(self) -> float:
-        """Seconds of audio the listener has yet to hear."""
-        return 0.0 if self._playing_until is None else max(0.0, self._playing_until - self.now())
+    def _playing(self) -> bool:
+        return self._ahead_before or self.listener.pushed_s > self._pushed_before
 
     def limit(self, plan: WindowPlan) -> Callable[[int], int]:
         """For windows.cores, over one piece's windows: each scheduled size cut to what the
@@ -118,10 +103,10 @@ class WindowPacer:
             nonlocal regrowing_from
             size = scheduled if regrowing_from is None else min(scheduled, round(regrowing_from * plan.growth))
             seconds_per_frame = self.speed.seconds_per_frame
-            # behind, or run dry since: larger windows are the remedy; unmeasured, or nothing played
-            # yet: nothing to pace
-            if not (plan.behind or self.ran_dry or seconds_per_frame is None or self._playing_until is None):
-                size = paced_core(size, self.ahead_s(), seconds_per_frame, plan, self.frame_s, self.margin)
+            # behind (the listener ran dry while this text waited, before or during the call):
+            # larger windows are the remedy; unmeasured, or nothing played yet: nothing to pace
+            if not (seconds_per_frame is None or not self._playing() or self.listener.behind()):
+                size = paced_core(size, self.listener.ahead_s(), seconds_per_frame, plan, self.frame_s, self.margin)
             regrowing_from = size if size < scheduled else None
             return size
 

@@ -16,7 +16,7 @@ Pure arithmetic and numpy: no model here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,27 +58,12 @@ class WindowPlan:
     first_right_context: int | None = None
     frontend_context: int = 8  # frontend frames on each side of the generator's span (its field: 10)
     crossfade: int = 2  # frames over which a core fades in over the previous window's right context
-    # Frames of earlier audio the listener has yet to hear when this sentence starts (the
-    # sentences before it, still playing). They count as audio before the first window, which
-    # grows by as much (up to `largest`, or the whole sentence when that fits): the window then
-    # has that much more time to compute, and the sentence needs fewer windows. The doubling
-    # after it keeps every later window's margin.
-    ahead: int = 0
-    # The listener ran out of audio though this sentence's text was already waiting: the server
-    # is behind (more work than workers), and each window waits for a worker whatever its size,
-    # so a small first one buys little and recomputes its context for every listener in the
-    # queue. The first core is then at least half the largest, and the doubling goes on from
-    # there. Not 12 then 144 at once: a window 12 times its neighbour's size failed the seam
-    # gate (docs/engine.md, "A server behind its listeners").
-    behind: bool = False
 
     def __post_init__(self) -> None:
         if self.first < 1 or self.largest < self.first:
             raise ValueError(f"window sizes need 1 <= first <= largest, got first={self.first} largest={self.largest}")
         if self.growth < 1.0:
             raise ValueError(f"window growth must be >= 1, got {self.growth}")
-        if self.ahead < 0:
-            raise ValueError(f"frames ahead must be >= 0, got {self.ahead}")
         if (
             self.context < 0
             or self.frontend_context < 0
@@ -130,20 +115,28 @@ class Window:
         return self.start - self.span_start
 
 
-def for_listener(
-    plan: WindowPlan | None, frame_s: float, *, ahead_s: float = 0.0, behind: bool = False
-) -> WindowPlan | None:
-    """`plan` for a sentence that starts with `ahead_s` seconds of earlier audio still to play
-    (whole frames, rounded down) and, with `behind`, a listener the engine has left without audio;
-    None stays None."""
-    return plan if plan is None else replace(plan, ahead=int(ahead_s / frame_s), behind=behind)
+def ahead_frames(ahead_s: float, frame_s: float) -> int:
+    """Whole frames of `ahead_s` seconds of audio (rounded down): what a piece's first window may add."""
+    return int(ahead_s / frame_s)
 
 
-def core_sizes(plan: WindowPlan) -> Iterator[int]:
-    """The cores' sizes in order: `first` (plus the frames `ahead`), then `growth` times the one
-    before, up to `largest`; the first at least half of `largest` when the server is `behind`."""
-    first = plan.first + plan.ahead
-    size = float(min(plan.largest, max(first, plan.largest // 2) if plan.behind else first))
+def core_sizes(plan: WindowPlan, *, ahead: int = 0, behind: bool = False) -> Iterator[int]:
+    """The cores' sizes in order: `first` plus `ahead`, then `growth` times the one before, up to
+    `largest`; the first at least half of `largest` when the server is `behind`.
+
+    `ahead`: frames of earlier audio the listener has yet to hear when the piece starts (the
+    sentences before it, still playing: listener.py). They count as audio before the first window,
+    which grows by as much (up to `largest`, or the whole piece when that fits): the window then
+    has that much more time to compute, and the piece needs fewer windows. The doubling after it
+    keeps every later window's margin. `behind`: the listener ran out of audio though this text
+    was already waiting: the server has more work than workers, and each window waits for a
+    worker whatever its size, so a small first one buys little and recomputes its context for
+    every listener in the queue. Not 12 then 144 at once: a window 12 times its neighbour's size
+    failed the seam gate (docs/engine.md, "A server behind its listeners")."""
+    if ahead < 0:
+        raise ValueError(f"frames ahead must be >= 0, got {ahead}")
+    first = plan.first + ahead
+    size = float(min(plan.largest, max(first, plan.largest // 2) if behind else first))
     while True:
         yield round(size)
         size = min(float(plan.largest), size * plan.growth)
@@ -157,19 +150,22 @@ def cores(
     sizes: Iterator[int] | None = None,
     limit: Callable[[int], int] | None = None,
     open_end: bool = False,
+    ahead: int = 0,
+    behind: bool = False,
 ) -> Iterator[tuple[int, int]]:
     """Cores that tile [start, total_frames) exactly once, in order, each decided only when it is
     asked for: `limit` (pacing.py) may then cut the schedule's next size (not below `first`) to
     what the listener's audio leaves time for. `sizes` lets a later call continue the same
     schedule (a sentence decoded in two parts: lookahead.py). `open_end`: the sentence goes on
     past `total_frames` (a lookahead's head), so the cores stop before a rest smaller than the
-    first window instead of merging it: the next call's first core begins with it."""
-    if plan.first + plan.ahead >= total_frames - start:
+    first window instead of merging it: the next call's first core begins with it. `ahead`,
+    `behind`: the listener as the piece starts (`core_sizes`)."""
+    if plan.first + ahead >= total_frames - start:
         # The audio ahead covers the first window and all the rest: one run, no seams.
         if start < total_frames:
             yield (start, total_frames)
         return
-    sizes = sizes if sizes is not None else core_sizes(plan)
+    sizes = sizes if sizes is not None else core_sizes(plan, ahead=ahead, behind=behind)
     while start < total_frames:
         if open_end and total_frames - start < plan.first:
             return
@@ -189,10 +185,16 @@ def cores(
 
 
 def plan_cores(
-    total_frames: int, plan: WindowPlan, *, start: int = 0, sizes: Iterator[int] | None = None
+    total_frames: int,
+    plan: WindowPlan,
+    *,
+    start: int = 0,
+    sizes: Iterator[int] | None = None,
+    ahead: int = 0,
+    behind: bool = False,
 ) -> list[tuple[int, int]]:
     """All of `cores` at once, on the plan's schedule alone."""
-    return list(cores(total_frames, plan, start=start, sizes=sizes))
+    return list(cores(total_frames, plan, start=start, sizes=sizes, ahead=ahead, behind=behind))
 
 
 def window_around(core: tuple[int, int], total_frames: int, plan: WindowPlan, *, first: bool) -> Window:
@@ -221,14 +223,17 @@ def with_context(
     return [window_around(core, total_frames, plan, first=first and index == 0) for index, core in enumerate(cores)]
 
 
-def plan_windows(total_frames: int, plan: WindowPlan | None, start: int = 0) -> list[Window]:
+def plan_windows(
+    total_frames: int, plan: WindowPlan | None, start: int = 0, *, ahead: int = 0, behind: bool = False
+) -> list[Window]:
     """Windows whose cores tile [start, total_frames) exactly once, in order; one window when
     plan is None (computing every frame, so its samples are the whole sentence's)."""
     if total_frames <= start:
         return []
     if plan is None:
         return [Window(start, total_frames, 0, total_frames)]
-    return with_context(plan_cores(total_frames, plan, start=start), total_frames, plan)
+    cores = plan_cores(total_frames, plan, start=start, ahead=ahead, behind=behind)
+    return with_context(cores, total_frames, plan)
 
 
 def fade_in(length: int) -> FloatAudio:

@@ -6,10 +6,11 @@ text becomes phonemes in the front end every engine shares (frontend.py: misaki 
 time-bounded worker processes, so one session's pathological text neither stalls another's
 nor runs unbounded). Requests from several worker threads overlap on the model.
 
-Streaming inside a sentence (torch_split.py, docs/engine.md): per phoneme piece the encoder runs
-once, then the decoder runs over windows of frames (windows.py, the ONNX engine's plan and
-stitcher), each window's audio yielded as soon as it is computed. `decoder_windows=None` decodes
-each piece in one window: KModel.forward's samples exactly (the same random source noise).
+Streaming inside a sentence: the pipeline every engine shares (streaming/pipeline.py,
+docs/engine.md) over the KModel split (split.py): per phoneme piece the encoder runs once, then
+the decoder runs over windows of frames (windows.py), each window's audio yielded as soon as it
+is computed, paced to the listener, the leading silence cut. `decoder_windows=None` decodes each
+piece in one window: KModel.forward's samples exactly (the same random source noise).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from voicestream import env
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, WordTiming, check_voice
+from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import (
     CHECKPOINT_FILE,
@@ -37,14 +38,15 @@ from voicestream.engine.models.torch_assets import (
     read_config,
     torch_assets,
 )
-from voicestream.engine.streaming.windows import WindowPlan, for_listener
-from voicestream.engine.streaming.word_timings import tokenize, words_starting_in
+from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
+from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
-from voicestream.engine.torch.split import TorchSplitRuntime
+from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
-from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE
+from voicestream.wire.bidi import DEFAULT_VOICE
 from voicestream.wire.voices import OFFICIAL_VOICES
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
@@ -76,9 +78,14 @@ class TorchEngine(SpeechEngine):
         decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
         g2p: G2PSettings | None = None,
         derived_dir: Path | None = None,
+        pacing: bool = True,
+        lead_in_frames: int | None = LEAD_IN_FRAMES,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
-        `decoder_windows` None decodes each piece whole (one chunk per piece); `g2p`: the front
+        `decoder_windows` None decodes each piece whole, leading silence included (one chunk per
+        piece: KModel.forward's samples); with windows, the leading silence is cut to
+        `lead_in_frames` (None: kept) and, with `pacing`, later windows are cut to what this
+        engine decodes while the listener's audio plays (streaming/pacing.py); `g2p`: the front
         end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
         directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
         once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
@@ -88,11 +95,14 @@ class TorchEngine(SpeechEngine):
         self.requested_device = device
         self.threads = threads
         self.decoder_windows = decoder_windows
+        self.pacing = pacing
+        self.lead_in_frames = lead_in_frames
         self.derived_dir = derived_dir
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
         self._split: TorchSplitRuntime | None = None
+        self._pipeline: Pipeline[TorchSentenceFeatures, torch.Tensor] | None = None
         self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_lock = threading.Lock()
         self._voice_files: dict[str, torch.Tensor] = {}
@@ -113,6 +123,7 @@ class TorchEngine(SpeechEngine):
         self._model = model.to(self.device).eval()
         self._split = TorchSplitRuntime(self._model)
         self._frontend.vocabulary = frozenset(self._model.vocab)
+        self._pipeline = Pipeline(self._split, self._model.vocab, self.streaming())
         self._assets = assets
         # Warm the default voice end to end: G2P workers, voice file, first-inference kernel
         # setup (seconds on CUDA) happen here instead of in the first request.
@@ -128,6 +139,17 @@ class TorchEngine(SpeechEngine):
             checkpoint = derived_checkpoint(source, root / CONFIG_FILE, self.derived_dir)
             return TorchAssets(root=root, config=root / CONFIG_FILE, checkpoint=checkpoint)
         return torch_assets(root)
+
+    def streaming(self) -> Streaming:
+        """What the shared pipeline (streaming/pipeline.py) is told. No lookahead: see docs/engine.md,
+        "The torch runtime" (its features carry a per-sample source that a join would restart)."""
+        windows = self.decoder_windows
+        return Streaming(
+            windows=windows,
+            lookahead=None,
+            lead_in_frames=None if windows is None else self.lead_in_frames,
+            pacing=self.pacing,
+        )
 
     @property
     def split(self) -> TorchSplitRuntime:
@@ -186,42 +208,29 @@ class TorchEngine(SpeechEngine):
         return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+        self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
-        return self._run(self._prepare(text, voice, speed, text_options), ahead_s, behind)
+        return self._run(self._prepare(text, voice, speed, text_options), listener)
 
     def _prepare(
         self, text: str, voice: str, speed: float, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
     ) -> _Request:
         return _Request(self._frontend.pieces(text, voice, text_options), self.voice_tensor(voice), speed)
 
-    def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
-        """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
-        split, offset_s = self.split, 0.0
-        frame_s = split.samples_per_frame / SAMPLE_RATE
-        for index, piece in enumerate(request.pieces):
-            ids, token_words = tokenize(piece, split.model.vocab)
-            if not ids:  # nothing the model's vocabulary speaks
-                continue
-            phonemes = piece.text
-            # Only the first piece knows what is ahead of it (windows.py's `ahead`).
-            plan = for_listener(self.decoder_windows, frame_s, ahead_s=ahead_s if index == 0 else 0.0, behind=behind)
-            # Grad mode is thread-local: inference mode is entered around model calls only, never
-            # across a yield into the consumer's code (split.stream does the same per window).
-            with torch.inference_mode():
-                features = split.encode(phonemes, request.voice[len(phonemes) - 1], request.speed)
-            words = words_starting_in(token_words, features.durations.numpy()[None], 0, features.frames, offset_s)
-            total = features.frames * split.samples_per_frame
-            emitted = 0
-            for samples in split.stream(features, plan):
-                emitted += len(samples)
-                end_s = offset_s + emitted / SAMPLE_RATE
-                # Each word goes with the chunk it starts in; the piece's last chunk takes the rest.
-                starting, words = _words_starting_before(words, end_s) if emitted < total else (words, ())
-                # The contract is [-1, 1]; Kokoro peaks slightly beyond it now and then.
-                yield AudioChunk(samples=np.clip(samples, -1.0, 1.0), words=starting)
-            offset_s += total / SAMPLE_RATE
+    def _run(self, request: _Request, listener: Listener | None = None) -> Iterator[AudioChunk]:
+        """The shared pipeline over the KModel split (KPipeline's steps, minus its G2P)."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        voice = request.voice
+
+        def style_of(piece: Phonemes, _ids: list[int]) -> torch.Tensor:
+            return voice[len(piece.text) - 1]  # KPipeline's row: by the phoneme string's length
+
+        chunks = pipeline.run(request.pieces, style_of, request.speed, listener or Listener())
+        # The contract is [-1, 1]; Kokoro peaks slightly beyond it now and then.
+        return (AudioChunk(samples=np.clip(chunk.samples, -1.0, 1.0), words=chunk.words) for chunk in chunks)
 
 
 class _Request:
@@ -233,11 +242,3 @@ class _Request:
         self.pieces = pieces
         self.voice = voice
         self.speed = speed
-
-
-def _words_starting_before(
-    words: tuple[WordTiming, ...], end_s: float
-) -> tuple[tuple[WordTiming, ...], tuple[WordTiming, ...]]:
-    """(the words, in order, that start before `end_s`; the rest)."""
-    count = next((index for index, word in enumerate(words) if word.start_s >= end_s), len(words))
-    return words[:count], words[count:]

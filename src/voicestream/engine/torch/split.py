@@ -28,16 +28,18 @@ excitation, a window's source samples are the sentence's exactly.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 
 from voicestream.engine.base import EngineError, FloatAudio
-from voicestream.engine.streaming.windows import Stitcher, Window, WindowPlan, plan_windows
+from voicestream.engine.streaming.pipeline import decode_windows
+from voicestream.engine.streaming.windows import Window, WindowPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +73,24 @@ class TorchSplitRuntime:
 
     # --- part 1 ------------------------------------------------------------------------------
 
-    def input_ids(self, phonemes: str) -> torch.Tensor:
-        """[1, N+2] token ids of `phonemes` wrapped in pads, as KModel.forward makes them."""
-        ids = [self.model.vocab[p] for p in phonemes if p in self.model.vocab]
+    def input_ids(self, phonemes: str | Sequence[int]) -> torch.Tensor:
+        """[1, N+2] token ids of `phonemes` wrapped in pads, as KModel.forward makes them (ids
+        given as such are taken as they are: the pipeline tokenizes with the same vocabulary)."""
+        vocab = self.model.vocab
+        ids = [vocab[p] for p in phonemes if p in vocab] if isinstance(phonemes, str) else list(phonemes)
         if len(ids) + 2 > self.model.context_length:
             raise EngineError(f"{len(ids)} phonemes exceed the model's {self.model.context_length - 2}")
         return torch.tensor([[0, *ids, 0]], dtype=torch.long, device=self.device)
 
-    def encode(self, phonemes: str, ref_s: torch.Tensor, speed: float) -> TorchSentenceFeatures:
-        """Part 1 for one sentence; call under torch.inference_mode(). `ref_s`: the voice's [1, 256] row."""
+    def encode(self, phonemes: str | Sequence[int], ref_s: torch.Tensor, speed: float) -> TorchSentenceFeatures:
+        """Part 1 for one sentence (its phonemes, or their vocabulary ids). `ref_s`: the voice's
+        [1, 256] row. Runs under torch.inference_mode() (grad mode is thread-local: entered
+        around model calls only, never across a yield into the consumer's code)."""
+        with torch.inference_mode():
+            return self._encode(self.input_ids(phonemes), ref_s, speed)
+
+    def _encode(self, input_ids: torch.Tensor, ref_s: torch.Tensor, speed: float) -> TorchSentenceFeatures:
         model = self.model
-        input_ids = self.input_ids(phonemes)
         ref_s = ref_s.to(self.device)
         tokens = input_ids.shape[-1]
         lengths = torch.full((1,), tokens, dtype=torch.long, device=self.device)
@@ -164,17 +173,29 @@ class TorchSplitRuntime:
         audio: torch.Tensor = generator.stft.inverse(torch.exp(x[:, :bins, :]), torch.sin(x[:, bins:, :]))
         return audio.reshape(-1)
 
-    # --- streaming ---------------------------------------------------------------------------
+    # --- the pipeline's runtime (streaming/pipeline.py) -------------------------------------
 
-    def stream(self, features: TorchSentenceFeatures, plan: WindowPlan | None) -> Generator[FloatAudio, None, None]:
-        """Each window's audio as soon as it is decoded (one window when `plan` is None).
+    def durations(self, features: TorchSentenceFeatures) -> npt.NDArray[np.int64]:
+        """Frames per token [1, tokens + 2], the pads included."""
+        return np.asarray(features.durations.numpy(), dtype=np.int64)[None]
+
+    def window_decoder(self) -> Callable[[TorchSentenceFeatures, Window], FloatAudio]:
+        """Each window decoded on its own (its norms over its own span: nothing carried)."""
+        return self.decode_audio
+
+    def decode_audio(self, features: TorchSentenceFeatures, window: Window) -> FloatAudio:
+        """`decode_window` under inference mode, as float32 samples on the CPU."""
+        with torch.inference_mode():
+            audio = self.decode_window(features, window).float().cpu().numpy()
+        return np.asarray(audio, dtype=np.float32)
+
+    def stream(
+        self, features: TorchSentenceFeatures, plan: WindowPlan | None, *, ahead: int = 0, behind: bool = False
+    ) -> Generator[FloatAudio, None, None]:
+        """Each window's audio as soon as it is decoded (one window when `plan` is None): the
+        shared pipeline's windows over this runtime, unpaced.
 
         A generator: nothing runs until the consumer asks for the next window, so a consumer
-        that stops iterating (a cancelled request) stops the work between windows. Inference
-        mode is entered per window, never held across a yield (grad mode is thread-local).
-        """
-        stitcher = Stitcher(self.samples_per_frame, plan.crossfade if plan else 0)
-        for window in plan_windows(features.frames, plan):
-            with torch.inference_mode():
-                audio = self.decode_window(features, window).float().cpu().numpy()
-            yield stitcher.push(window, np.asarray(audio, dtype=np.float32))
+        that stops iterating (a cancelled request) stops the work between windows."""
+        for decoded in decode_windows(self, features, plan, ahead=ahead, behind=behind):
+            yield decoded.samples

@@ -6,15 +6,16 @@ what a 50-word sentence's first audio spent beyond a 5-word one's. So a long pie
 twice: first its *head* (the first `spoken_tokens`+ phonemes, cut at a word boundary, plus
 `lookahead_tokens`+ more so the head's last spoken words are shaped by what follows them, not
 by an end of sentence), and the head's spoken part is decoded from that at once; then the whole
-piece, whose frames from the join onwards follow on (`join`). The join is at a word boundary,
-and the decoder windows around it see both sides, like any other seam.
+piece, whose frames from the join onwards follow on (each runtime's `join`: the features'
+layout is its own). The join is at a word boundary, and the decoder windows around it see both
+sides, like any other seam.
 
 What it costs: the head's encoder run (a short sentence's) once per long piece; what it changes:
 the head's words get durations and pitch from a shorter context than the whole sentence's (they
 were measured close: docs/engine-evidence.md, "Lookahead"), so a long sentence does not sound
 exactly as it would encoded whole. `OnnxEngine(strategy=OnnxStrategy(lookahead=None))` turns it off.
 
-Pure arithmetic and numpy: the engine runs the encoder.
+Pure arithmetic and numpy: the runtime runs the encoder and joins the features.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from voicestream.engine.onnx.runtime import SentenceFeatures
+import numpy.typing as npt
 
 SPACE_ID = 16  # Kokoro's vocabulary id of " ": word boundaries in a token sequence
 
@@ -66,26 +66,7 @@ def head_split(ids: list[int], plan: LookaheadPlan | None) -> HeadSplit | None:
     return HeadSplit(join, end)
 
 
-def frames_before(features: SentenceFeatures, token: int) -> int:
-    """Frames spoken before the piece's token `token` (its leading pad included)."""
-    return int(features.durations[0, : token + 1].sum())
-
-
-def join(head: SentenceFeatures, whole: SentenceFeatures, token: int) -> SentenceFeatures:
-    """The head's frames before `token`, then the whole piece's from `token` on.
-
-    The harmonic source's phase is a running sum: the whole piece's continues from the head's
-    last value with its own increments, so the source never jumps at the join.
-    """
-    head_frames, whole_frames = frames_before(head, token), frames_before(whole, token)
-    h, w = 2 * head_frames, 2 * whole_frames  # f0, energy and phase have two points per frame
-    phase_offset = head.phase[:, :, h - 1 : h].astype(np.float64) - whole.phase[:, :, w - 1 : w]
-    rest_phase = (whole.phase[:, :, w:].astype(np.float64) + phase_offset).astype(np.float32)
-    return SentenceFeatures(
-        asr=np.concatenate([head.asr[:, :, :head_frames], whole.asr[:, :, whole_frames:]], axis=2),
-        f0=np.concatenate([head.f0[:, :h], whole.f0[:, w:]], axis=1),
-        energy=np.concatenate([head.energy[:, :h], whole.energy[:, w:]], axis=1),
-        decoder_style=whole.decoder_style,
-        phase=np.concatenate([head.phase[:, :, :h], rest_phase], axis=2),
-        durations=np.concatenate([head.durations[:, : token + 1], whole.durations[:, token + 1 :]], axis=1),
-    )
+def frames_before(durations: npt.NDArray[np.int64], token: int) -> int:
+    """Frames spoken before the piece's token `token` (its leading pad included), from the
+    encoder's durations [1, tokens + 2]."""
+    return int(durations[0, : token + 1].sum())
