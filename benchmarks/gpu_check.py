@@ -72,11 +72,12 @@ SESSION_WORDS = 15  # what each simultaneous session speaks: one sentence of thi
 PHONEMES_FILE = "phonemes.json"
 # What `run` imports beyond the GPU image's torch, numpy, onnx, onnxruntime and their dependencies
 # (python -X importtime on a quick run): KModel's transformers/ALBERT stack and the server's. misaki,
-# spaCy and phonemizer are not among them (phonemes.json). Python 3.12 wheels: about 26 MB.
+# spaCy and phonemizer are not among them (phonemes.json). Python 3.12 wheels: 25.1 MiB.
 CARRIED = (
     "kokoro", "loguru", "transformers", "tokenizers", "safetensors", "huggingface_hub", "kernels", "regex",
     "PyYAML", "tqdm", "rich", "Pygments", "markdown-it-py", "mdurl", "attrs", "starlette", "uvicorn", "click",
-    "h11", "websockets", "httpx", "httpcore2", "httpx2", "anyio", "idna", "truststore", "Pebble", "soxr",
+    "h11", "websockets", "httpx", "httpcore", "httpcore2", "httpx2", "anyio", "idna", "certifi", "truststore",
+    "Pebble", "soxr",
 )  # fmt: skip
 WHEEL_TARGET = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312")
 WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
