@@ -27,7 +27,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.support.asr import transcribe, word_error_rate
-from tests.support.seams import compare
+from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from tests.support.server import start_server
 from tests.support.session_client import next_frame, send_json
 from voicestream.chunker import split_sentences
@@ -48,6 +48,7 @@ LONG_SENTENCE = (
 # engine's limit whatever the machine's speed. (Distinct sentences: equal ones convert once.)
 PATHOLOGICAL = " ".join("a-" * (150 - n) + "a." for n in range(4))
 PATIENT_G2P = G2PSettings(workers=2, timeout_s=15)
+MAX_SENTENCE_SEAM_EXCESS_DB = 1.5  # one sentence's seams (the gate's 1 dB holds over the sentences)
 MAX_BENCH_WER = 0.05  # over all bench sentences (Whisper tiny.en: the int8 engine 0.034, 2026-12-04)
 WER_POINTS_OVER_ONNX = 0.01  # an engine compared with the ONNX engine: at most 1 point worse
 
@@ -189,18 +190,19 @@ class EngineGuarantees:
         with start_server(create_app(gated, Limits())) as server:
             async with connect(server.ws_url) as ws:
                 await send_json(ws, {"type": "synthesize", "text": LONG_SENTENCE, "request_id": "long"})
+                # `queued` keepalives say how fast the machine is, not what it does: skipped.
                 while not (frame := await next_frame(ws)).audio:
-                    assert frame.type == "synthesis_start", frame.control
+                    assert frame.type in ("synthesis_start", "queued"), frame.control
                 await send_json(ws, {"type": "cancel", "request_id": "long"})
                 while (frame := await next_frame(ws)).type != "cancelled":
-                    assert frame.type is None, frame.control  # audio of the first window, then nothing else
+                    assert frame.type in (None, "queued"), frame.control  # the first window's audio, nothing else
                 assert frame.control is not None and frame.control["request_ids"] == ["long"]
                 gated.release.set()
                 # The session synthesizes its requests in turn: once the next one has ended, the
                 # cancelled one has drawn all it ever will.
                 await send_json(ws, {"type": "synthesize", "text": "Hello there.", "request_id": "next"})
                 while (frame := await next_frame(ws)).type != "synthesis_complete":
-                    assert frame.type in (None, "synthesis_start"), frame.control
+                    assert frame.type in (None, "synthesis_start", "queued"), frame.control
         assert gated.drawn <= 2 < windows, (gated.drawn, windows)
 
     # --- word timings --------------------------------------------------------------------------------
@@ -233,7 +235,10 @@ class EngineGuarantees:
             assert len(seams) >= 3
             reports.append(compare(audio_of(chunks), whole.samples, seams))
         print("seams:", reports)
-        assert all(report.passes() for report in reports), reports
+        # As for the lookahead's seams (test_engine_lookahead.py): the gate holds over the sentences;
+        # one sentence's 4-7 seams move its own mean by tenths of a dB with where they fall.
+        assert all(report.passes(max_seam_excess_db=MAX_SENTENCE_SEAM_EXCESS_DB) for report in reports), reports
+        assert float(np.mean([report.seam_excess_db for report in reports])) <= MAX_SEAM_EXCESS_DB, reports
 
     # --- heard right ---------------------------------------------------------------------------------
 
