@@ -1,9 +1,10 @@
 """The torch engine speaks with real weights offline: KModel weights derived from the shipped int8
 export (engine/torch/weights.py) on first load, heard against the int8 graph itself.
 
-Whisper does not run in this environment (faster-whisper lives in the main one), so each bench
-sentence's audio is compared with the int8 ONNX graph's audio for the same phonemes and voice:
-log-mel distance over the loud frames and the correlation of the two log-mel spectrograms. The
+Beside Whisper's verdict (tests/torch/test_torch_guarantees.py: the bench WER within 1 point of
+the ONNX engine's), each bench sentence's audio is compared with the int8 ONNX graph's audio for
+the same phonemes and voice: log-mel distance over the loud frames and the correlation of the two
+log-mel spectrograms. The
 same gate is run on the random-weight engine (conftest.py), which must fail it: the thresholds
 tell speech from noise, not two runs of one model (the harmonic source draws random noise, and
 the graph's weights are int8: the derived float model is not the graph sample for sample).
@@ -12,7 +13,6 @@ the graph's weights are int8: the derived float model is not the graph sample fo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +33,6 @@ SENTENCES = [sentence for text in bench_texts().values() for sentence in re.spli
 # random-weight model must fail (test_the_random_weight_model_fails_the_same_gate).
 MAX_LOG_MEL_DB = 7.0
 MIN_MEL_CORRELATION = 0.9
-
-
-@pytest.fixture(scope="module")
-def real_engine(source_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchEngine]:
-    assert not (source_dir / CHECKPOINT_FILE).exists(), "the shared model directory has hexgrad's checkpoint"
-    engine = TorchEngine(source_dir, derived_dir=tmp_path_factory.mktemp("derived-torch"))
-    engine.load()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture(scope="module")
