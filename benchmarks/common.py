@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from voicestream import env
-from voicestream.devserver import RunningServer, serve_in_thread, wait_until_ready
+from voicestream.devserver import RunningServer, bind_free_port, serve_in_thread, wait_until_ready
 from voicestream.engine import AudioChunk, SpeechEngine, load_engine
 from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.process_memory import return_freed_memory_to_the_os
 from voicestream.kokoro_server.runtime import PRODUCTION as PRODUCTION_POLICY
@@ -285,15 +286,19 @@ class TimedEngine(SpeechEngine):
     def validate_voice(self, voice: str) -> None:
         self.inner.validate_voice(voice)
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self.inner.count_phonemes(texts, voice)  # the real work check (G2P), not characters
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self.inner.count_phonemes(texts, voice, text_options)  # the real work check (G2P), not characters
 
     def close(self) -> None:
         self.inner.close()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         started = time.perf_counter()
-        chunks = self.inner.synthesize(text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind)
+        chunks = self.inner.synthesize(
+            text, voice, speed, ahead_s=ahead_s, behind=behind and self.pass_behind, text_options=text_options
+        )
         call = EngineCall(text=text, started_at=started, setup_s=time.perf_counter() - started)
         with self._lock:
             self.calls.append(call)
@@ -352,9 +357,11 @@ def kokoro_server(
     limits: Limits | None = None,
     engine: TimedEngine | None = None,
     policy: Policy = PRODUCTION_POLICY,
+    send_buffer: int | None = None,
 ) -> Iterator[LocalServer]:
     """The server to measure: `url` if given, else the real app under uvicorn on 127.0.0.1
-    (with production's policy unless a baseline's is given)."""
+    (with production's policy unless a baseline's is given; `send_buffer`: the kernel send
+    buffer of its connections, see `devserver.bind_free_port`)."""
     if url:
         base = http_base_url(url)
         wait_until_ready(base, 30)
@@ -363,7 +370,8 @@ def kokoro_server(
     engine = engine or load_timed_engine(threads)
     limits = limits or env.limits()
     app = create_app(engine, limits, policy=policy)
-    with serve_in_thread(app, "kokoro-server") as running:
+    listener = None if send_buffer is None else bind_free_port(send_buffer)
+    with serve_in_thread(app, "kokoro-server", listener=listener) as running:
         wait_until_ready(running.url, 300)
         description = (
             f"in-process voicestream server on 127.0.0.1 (uvicorn, {engine.name}, {threads} inference threads, "

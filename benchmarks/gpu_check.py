@@ -54,16 +54,18 @@ from common import (
 )
 from first_audio_length import LENGTHS, sentence, summarise, timed
 from voicestream.chunker import split_sentences
-from voicestream.engine.base import check_text, check_voice
+from voicestream.engine.base import check_text
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import CONFIG_FILE
+from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2P
-from voicestream.engine.text.phoneme_table import PhonemeTable
+from voicestream.engine.text.phoneme_table import PhonemeTable, Recording
 from voicestream.engine.torch.engine import TorchEngine
 from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT as SERVER_WARM_UP_TEXT
 from voicestream.stats import percentile
 from voicestream.wire.bidi import Limits
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 VOICE = "af_heart"
 PREPARED = ROOT / ".gpu-check-model"  # git-ignored: pass it in the device run's `carry`
@@ -98,12 +100,14 @@ def prepare(source: Path, out: Path) -> Path:
     (out / "voices").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / CONFIG_FILE, out / CONFIG_FILE)
     shutil.copyfile(source / "voices" / f"{VOICE}.bin", out / "voices" / f"{VOICE}.bin")
-    g2p = G2P()
+    # The real front end asks the real G2P for each text, as the engine's will: what it asked is the table.
+    recording = Recording(G2P())
+    frontend = TextFrontend(OFFICIAL_VOICES, source=recording)
     try:
-        table = PhonemeTable.convert(g2p, spoken_texts(), check_voice(VOICE, (VOICE,)).language)
+        frontend.count(spoken_texts(), VOICE)
     finally:
-        g2p.close()
-    table.save(out / PHONEMES_FILE)
+        frontend.close()
+    recording.table().save(out / PHONEMES_FILE)
     return out
 
 

@@ -1135,6 +1135,7 @@ class Report:
             ("soak", lambda r: report_robustness.soak(self, r)),
             ("memory", lambda r: report_robustness.memory(self, r)),
             ("robustness", lambda r: report_robustness.robustness(self, r)),
+            ("robustness", lambda r: report_robustness.hostile(self, r)),
         ):
             self.add(name, render)
         steps = run.get("steps", [])

@@ -199,3 +199,96 @@ def robustness(page: Page, r: Json) -> None:
             ]
         )
     )
+
+
+HOSTILE_RATIO_GOAL = 3.0  # others' first audio: at most this many times their first audio alone
+HOSTILE_RSS_GOAL_MIB = 20.0  # RSS after a case, once idle, above RSS before it
+
+
+def hostile(page: Page, r: Json) -> None:
+    """Issue 32's abuse cases (robustness.py's `hostile`): one headline row for all, a table."""
+    rows_in = r.get("hostile")
+    if not rows_in:
+        return
+    ratios = {name: row["others_first_audio_ratio"] for name, row in rows_in.items()}
+    growth = {name: row["rss_growth_mib"] for name, row in rows_in.items()}
+    worst_ratio = max(ratios, key=lambda name: ratios[name] or float("inf"))
+    worst_growth = max(growth, key=lambda name: growth[name])
+    ended = all(row["ended_by_server"] and row["connections_after"] == 0 for row in rows_in.values())
+    served = all(row["b_first_audio_contended_ms"].get("n") == r["repeats"] for row in rows_in.values())
+    door = {name: value for name, value in ratios.items() if not rows_in[name].get("asks_for_synthesis")}
+    worst_door = max(door, key=lambda name: door[name] or float("inf")) if door else None
+    met = (
+        ended
+        and served
+        and all(value is not None and value <= HOSTILE_RATIO_GOAL for value in door.values())
+        and all(value <= HOSTILE_RSS_GOAL_MIB for value in growth.values())
+    )
+    door_text = "n/a" if worst_door is None else f"×{door[worst_door]} ({worst_door})"
+    page.head(
+        [
+            f"17a. Hostile clients, {len(rows_in)} cases (issue 32): others served, RSS bounded",
+            "not measured",
+            f"B served in every case; refused-at-the-door cases ≤ {HOSTILE_RATIO_GOAL:g}x B's first audio alone; "
+            f"RSS growth ≤ {HOSTILE_RSS_GOAL_MIB:g} MiB; every hostile client ended by the server",
+            f"door cases worst {door_text}, all cases worst ×{ratios[worst_ratio]} ({worst_ratio}); "
+            f"RSS worst {growth[worst_growth]:+.1f} MiB ({worst_growth}); ended: {'all' if ended else 'not all'}",
+            _yes(met),
+        ]
+    )
+    rows = [
+        [
+            f"`{name}`" + (" *" if row.get("asks_for_synthesis") else ""),
+            row["what"],
+            f"{_ms(row['b_first_audio_contended_ms'].get('median'))} vs "
+            f"{_ms(row['b_first_audio_alone_ms'].get('median'))} (×{row['others_first_audio_ratio']})",
+            f"{row['rss_growth_mib']:+.1f} MiB (peak {row['rss_peak_mib'] - row['rss_before_mib']:+.1f})",
+            ", ".join(f"{end}: {count}" for end, count in row["client_ends"].items()) or "—",
+            ", ".join(f"`{event}` {count}" for event, count in row["server_events"].items() if _notable(event)) or "—",
+            f"{row['case_s']:.0f} s, {row['connections_after']} left",
+        ]
+        for name, row in rows_in.items()
+    ]
+    limits = r.get("hostile_limits", {})
+    page.sections.append(
+        "\n\n".join(
+            [
+                "## 17a. Hostile clients: the server goes on serving others, memory bounded (issue 32)",
+                "Each case's clients (benchmarks/hostile.py) do their harm on real sockets against the in-process "
+                "server while session B says “Hello there.”; B's first audio is compared with B alone just before "
+                f"(medians of {r['repeats']}). RSS is the server process's (the clients share it), before the case "
+                "and once idle after it; the server's log events during the case are counted by name "
+                "(`event:code`). The server ran with a "
+                f"{r.get('server_send_buffer_bytes', 0) // 1024} KiB kernel send buffer per connection and "
+                + ", ".join(f"`{key}` = {value:g}" for key, value in limits.items())
+                + " so each case ends within seconds; a connection being closed that does not drain is reset "
+                "after 5 s. Cases marked * ask for audio: B shares the synthesis workers and the cores with "
+                "them like with any caller, so its first audio is slower by their share; the others are refused "
+                "at the door.",
+                _table(
+                    [
+                        "case",
+                        "clients",
+                        "B's first audio: during vs alone",
+                        "RSS after (peak)",
+                        "how the clients ended",
+                        "server log",
+                        "case, connections left",
+                    ],
+                    rows,
+                ),
+                _command(r),
+            ]
+        )
+    )
+
+
+def _notable(event: str) -> bool:
+    """The log events that say how a hostile client was handled (not every request's routine)."""
+    return event.split(":", 1)[0] not in _ROUTINE_EVENTS
+
+
+_ROUTINE_EVENTS = frozenset(
+    {"invocation", "invocation_done", "openai_speech", "openai_speech_done", "request_queued", "request_done"}
+    | {"session_open", "session_end", "close_requested"}
+)

@@ -10,24 +10,48 @@ before the fix (run it with an older checkout's src on PYTHONPATH: see the repor
   text sits in G2P (the issue's 'a' + 1,999 accents, and 'a-' * 150, which normalization keeps);
   the ratio is B's contended / alone first audio, per repeat;
 - blends: RSS growth of the server process after 500 distinct voice blends (the table of each
-  is built when its request starts; inference is lazy and never run here).
+  is built when its request starts; inference is lazy and never run here);
+- hostile (issue 32): one row per abuse case of benchmarks/hostile.py (slow bodies, oversized
+  and compressed WebSocket frames, HTTP and bidi clients that stop reading, abandoned clients,
+  G2P-heavy text, rotating voice blends, a bad-input flood, browsers leaving the signing
+  proxy). Per case: B's first audio alone, then while the case's clients do their harm (the
+  ratio is the median contended over the median alone), how the server ended each hostile
+  client, the server's log events meanwhile, its open connections after, and RSS growth from
+  before the case to idle after it. The in-process server runs with a body deadline and a
+  consumer-lag limit of 2 s (recorded in `hostile_limits`) so every case ends within seconds.
 
-    .venv/bin/python benchmarks/robustness.py [--repeats 3] [--cap-s 60] [--out benchmarks/results/robustness.json]
+    .venv/bin/python benchmarks/robustness.py [--repeats 3] [--cap-s 60] [--only hostile]
+        [--out benchmarks/results/robustness.json]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
+import logging
 import statistics
+import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from botocore.credentials import Credentials
+from starlette.types import ASGIApp, Receive, Scope, Send
 from websockets.asyncio.client import connect
 
 from common import LocalServer, base_parser, header, kokoro_server, ratio, run_async, summary, write_json
+from hostile import CASES, SYNTHESIZING, Target
+from voicestream import env
+from voicestream.devserver import bind_free_port, serve_in_thread
+from voicestream.httpserver import CLOSE_TIMEOUT_S
+from voicestream.kokoro_server.process_memory import release_freed_memory
+from voicestream.local_stack import create_proxy_app
+from voicestream.origins import allowed_hosts
 from voicestream.speech import BidiSession, RequestCompleted
 
 HOSTILE_G2P = {"accents": "a" + "\u0301" * 1999, "dashes": "a-" * 150}
@@ -149,22 +173,186 @@ def blends(server: LocalServer, count: int) -> dict[str, Any]:
     }
 
 
-async def measure(server: LocalServer, repeats: int, cap_s: float) -> dict[str, Any]:
-    work = {name: await long_number(server, text, cap_s) for name, text in LONG_NUMBERS.items()}
-    await wait_idle(server, 8.0)
-    isolated = {name: await isolation(server, text, repeats) for name, text in HOSTILE_G2P.items()}
-    await wait_idle(server, 2.0)
-    return {"work": work, "isolation": isolated, "blends": await asyncio.to_thread(blends, server, 500)}
+# --- hostile rows (issue 32) -------------------------------------------------------------------
+
+HOSTILE_LIMITS = {"body_timeout_s": 2.0, "max_consumer_lag_s": 2.0}
+# The kernel send buffer of the server's connections: Linux grows it up to MiBs, which a
+# client that stops reading would fill for minutes of audio before the server feels it; a
+# small one shows the same limits within seconds (the real-socket tests use the same means).
+SEND_BUFFER = 16 << 10
+CASE_CAP_S = 90.0  # a case that has not ended by then is recorded as such
+WARM_S = 0.5  # the hostile clients are at work before B starts measuring
+
+
+class EventCounter(logging.Handler):
+    """Counts the server's log events by name (`bad_input`, `stalled_socket_aborted` ...)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "fields", None)
+        code = fields.get("code") if isinstance(fields, dict) else None
+        self.counts[record.getMessage() + (f":{code}" if code else "")] += 1
+
+
+@contextlib.contextmanager
+def counting_events() -> Iterator[EventCounter]:
+    """Ours to count, not to print: the server logs thousands of lines under a flood."""
+    counter = EventCounter()
+    ours = logging.getLogger("voicestream")
+    saved = (ours.level, ours.propagate)
+    ours.addHandler(counter)
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+    try:
+        yield counter
+    finally:
+        ours.removeHandler(counter)
+        ours.setLevel(saved[0])
+        ours.propagate = saved[1]
+
+
+def speak_to_invocations(app: ASGIApp) -> ASGIApp:
+    """The server's app with POST /speak answered as /invocations: a stand-in function URL for
+    the signing proxy (the speak function's body, `{"text": ...}`, is an invocation's too)."""
+
+    async def rewritten(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/speak":
+            scope = {**scope, "path": "/invocations", "raw_path": b"/invocations"}
+        await app(scope, receive, send)
+
+    return rewritten
+
+
+@contextlib.contextmanager
+def signing_proxy(server: LocalServer) -> Iterator[int]:
+    """`voicestream serve --speak-url` in front of the measured server: its port. The stand-in
+    serves the same app (and runtime) on a loop of its own, without a second lifespan."""
+    assert server.running is not None
+    app: ASGIApp = server.running.server.config.app  # type: ignore[assignment]  # our Starlette app
+    with serve_in_thread(speak_to_invocations(app), "function-url-stand-in", lifespan="off") as upstream:
+        listener = bind_free_port()
+        port = listener.getsockname()[1]
+        proxy = create_proxy_app(
+            upstream.url,
+            Credentials("AKIDBENCHMARK", "benchmark"),
+            region="us-east-1",
+            hosts=allowed_hosts("127.0.0.1", port),
+        )
+        with serve_in_thread(proxy, "signing-proxy", listener=listener):
+            yield port
+
+
+def connections(server: LocalServer) -> int:
+    assert server.running is not None
+    running = server.running
+    return running.call(lambda: len(running.server.server_state.connections))
+
+
+async def hostile_row(
+    server: LocalServer, target: Target, name: str, repeats: int, events: EventCounter
+) -> dict[str, Any]:
+    case, what = CASES[name]
+    await wait_idle(server, 1.0)
+    alone = [await first_audio_of_b(server) for _ in range(repeats)]
+    await wait_idle(server, 0.5)
+    await asyncio.to_thread(release_freed_memory)  # as the idle server does: what is free goes back
+    rss_before = rss_mib()
+    events_before = Counter(events.counts)
+    ends: Counter[str] = Counter()
+    started = time.perf_counter()
+    harm = asyncio.ensure_future(case(target, ends))
+    await asyncio.sleep(WARM_S)
+    contended = [await first_audio_of_b(server) for _ in range(repeats)]
+    rss_peak = rss_mib()
+    ended = True
+    try:
+        await asyncio.wait_for(harm, CASE_CAP_S)
+    except TimeoutError:
+        ended = False
+    case_s = time.perf_counter() - started
+    await wait_idle(server, 1.0)
+    await asyncio.to_thread(release_freed_memory)
+    rss_after = rss_mib()
+    alone_ms, contended_ms = statistics.median(alone), statistics.median(contended)
+    return {
+        "what": what,
+        "asks_for_synthesis": name in SYNTHESIZING,
+        "ended_by_server": ended,
+        "case_s": round(case_s, 1),
+        "client_ends": dict(sorted(ends.items())),
+        "server_events": dict(sorted((events.counts - events_before).items())),
+        "connections_after": connections(server),
+        "b_first_audio_alone_ms": summary(alone),
+        "b_first_audio_contended_ms": summary(contended),
+        "others_first_audio_ratio": ratio(contended_ms, alone_ms),
+        "rss_before_mib": round(rss_before, 1),
+        "rss_peak_mib": round(rss_peak, 1),
+        "rss_after_mib": round(rss_after, 1),
+        "rss_growth_mib": round(rss_after - rss_before, 1),
+    }
+
+
+async def hostile(server: LocalServer, repeats: int) -> dict[str, Any]:
+    assert server.runtime is not None
+    limits = server.runtime.limits
+    with counting_events() as events, signing_proxy(server) as proxy_port:
+        port = int(server.http_url.rsplit(":", 1)[1])
+        target = Target(port, limits.body_timeout_s, limits.max_consumer_lag_s, CLOSE_TIMEOUT_S, proxy_port)
+        rows = {}
+        for name in CASES:
+            rows[name] = await hostile_row(server, target, name, repeats, events)
+            row = rows[name]
+            print(
+                f"hostile {name}: x{row['others_first_audio_ratio']}, {row['rss_growth_mib']:+.1f} MiB, "
+                f"{row['case_s']} s, {row['client_ends']}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
+
+
+async def measure(server: LocalServer, repeats: int, cap_s: float, only: str | None) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    if only in (None, "work"):
+        report["work"] = {name: await long_number(server, text, cap_s) for name, text in LONG_NUMBERS.items()}
+        await wait_idle(server, 8.0)
+    if only in (None, "isolation"):
+        report["isolation"] = {name: await isolation(server, text, repeats) for name, text in HOSTILE_G2P.items()}
+        await wait_idle(server, 2.0)
+    if only in (None, "blends"):
+        report["blends"] = await asyncio.to_thread(blends, server, 500)
+    if only in (None, "hostile"):
+        report["hostile"] = await hostile(server, repeats)
+    return report
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "robustness.json", repeats=3)
     parser.add_argument("--cap-s", type=float, default=60.0, help="give up on one long request after this")
     parser.add_argument("--label", default="after", help="what code this measures (after, before)")
+    parser.add_argument("--only", choices=["work", "isolation", "blends", "hostile"], help="one part alone")
     args = parser.parse_args()
-    with kokoro_server(args.url, args.threads) as server:
-        report = header("robustness", args, server, label=args.label, cap_s=args.cap_s)
-        report.update(run_async(lambda: measure(server, args.repeats, args.cap_s)))
+    if args.url and args.only in (None, "hostile"):
+        parser.error("the hostile rows need the in-process server (its log, connections and RSS): --only another part")
+    limits = dataclasses.replace(
+        env.limits(),
+        body_timeout_s=HOSTILE_LIMITS["body_timeout_s"],
+        max_consumer_lag_s=HOSTILE_LIMITS["max_consumer_lag_s"],
+    )
+    with kokoro_server(args.url, args.threads, limits=limits, send_buffer=SEND_BUFFER) as server:
+        report = header(
+            "robustness",
+            args,
+            server,
+            label=args.label,
+            cap_s=args.cap_s,
+            hostile_limits=HOSTILE_LIMITS,
+            server_send_buffer_bytes=SEND_BUFFER,
+        )
+        report.update(run_async(lambda: measure(server, args.repeats, args.cap_s, args.only)))
     write_json(args.out, report)
 
 

@@ -33,6 +33,7 @@ STEPS: list[tuple[str, list[str]]] = [
     ("payload", ["benchmarks/payload.py"]),
     ("concurrency", ["benchmarks/concurrency.py"]),
     ("intelligibility", ["benchmarks/intelligibility.py"]),
+    ("languages", ["benchmarks/languages.py", "--repeats", "3"]),
     ("pipelining", ["benchmarks/pipelining.py", "--repeats", "2"]),
     ("first_audio_length", ["benchmarks/first_audio_length.py", "--repeats", "3"]),
     ("demo_ratio", ["benchmarks/demo_ratio.py", "--repeats", "3"]),

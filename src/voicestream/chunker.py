@@ -28,7 +28,12 @@ Where the cuts are (``|`` marks a cut):
   I think so.`` but ``I waited... and waited.`` The speech engine renders a trailing
   "..." as a pause either way, and the earlier cut gets audio out sooner.
 - CJK and full-width enders ``。！？`` cut with no space after them; any ender directly
-  followed by a CJK character cuts too.
+  followed by a CJK character cuts too. A Japanese quotation closed right after its ender
+  and followed by the quotative と goes on: ``「はい。」と言った。`` is one sentence.
+- The punctuation of Kokoro's other languages (tests/unit/test_chunker_languages.py):
+  Hindi ends sentences with the danda ``।`` (and ``॥``); a Spanish ``¿`` or ``¡`` after an
+  ender opens a sentence; French puts a space before ``? ! : ;`` and inside guillemets,
+  so a ``»`` after an ender and a space still closes that sentence: ``« Oui ! » | Puis``.
 - Every line break is a cut (blank lines, list items, headings).
 - Fast first piece: the first piece of a reply may end at a clause mark (``, ; : —``
   and their full-width forms, a spaced `` - ``) once it holds `first_clause_min_words`
@@ -53,10 +58,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-_ENDERS: Final = frozenset(".!?…‼⁇⁈⁉。！？｡؟۔।")
+_ENDERS: Final = frozenset(".!?…‼⁇⁈⁉。！？｡؟۔।॥")
 # Enders that need no whitespace after them (Chinese and Japanese use none).
 _FULL_WIDTH_ENDERS: Final = frozenset("。！？｡")
 _CLOSERS: Final = frozenset("\"'”’»›)]}）］｝」』】》〉〕*_")
+# French sets its closing guillemets off with a (no-break) space: `« Oui ! »`.
+_SPACED_CLOSERS: Final = frozenset("»›")
+# Spanish opens questions and exclamations with these: after an ender they start a sentence.
+_OPENING_MARKS: Final = frozenset("¿¡")
+# Japanese closing quotes; after one, the quotative particle と continues the sentence.
+_JAPANESE_QUOTE_CLOSERS: Final = frozenset("」』")
+_QUOTATIVE: Final = "と"
 _LINE_BREAKS: Final = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 _FULL_WIDTH_CLAUSE_MARKS: Final = frozenset("，、；：")
 _CLAUSE_MARKS: Final = frozenset(",;:—–-") | _FULL_WIDTH_CLAUSE_MARKS
@@ -123,6 +135,24 @@ def _count_words(text: str) -> int:
         cjk = sum(1 for ch in token if _is_cjk(ch))
         count += cjk or any(ch.isalnum() for ch in token)
     return count
+
+
+def _closers_end(buf: str, end: int) -> int:
+    """The end of the closers after an ender run that ends at `end` (closing quotes, brackets,
+    emphasis), a French spaced guillemet included: `Oui ! »` keeps its `»`."""
+    n = len(buf)
+    while end < n:
+        if buf[end] in _CLOSERS:
+            end += 1
+            continue
+        spaced = end
+        while spaced < n and buf[spaced] in " \u00a0\u202f":
+            spaced += 1
+        if spaced > end and spaced < n and buf[spaced] in _SPACED_CLOSERS:
+            end = spaced + 1
+            continue
+        break
+    return end
 
 
 def _core(token: str) -> str:
@@ -193,9 +223,7 @@ class SentenceChunker:
                 run_end = i
                 while run_end < n and buf[run_end] in _ENDERS:
                     run_end += 1
-                end = run_end
-                while end < n and buf[end] in _CLOSERS:
-                    end += 1
+                end = _closers_end(buf, run_end)
                 if end > limit:
                     return self._forced_cut(buf, first_word, limit)
                 verdict = self._sentence_end(buf, i, run_end, end)
@@ -259,6 +287,8 @@ class SentenceChunker:
             return _Verdict.WAIT  # more enders or closers may follow
         run = buf[run_start:run_end]
         after = buf[end]
+        if after == _QUOTATIVE and buf[end - 1] in _JAPANESE_QUOTE_CLOSERS:
+            return _Verdict.NO  # 「はい。」と言った: the quote is part of the sentence
         if _FULL_WIDTH_ENDERS.intersection(run) or _is_cjk(after):
             return _Verdict.CUT
         if not after.isspace():
@@ -271,6 +301,8 @@ class SentenceChunker:
         if any(ch in _LINE_BREAKS for ch in buf[end:start]):
             return _Verdict.CUT
         nxt = buf[start]
+        if nxt in _OPENING_MARKS:
+            return _Verdict.CUT  # ¿ or ¡ opens a Spanish sentence, whatever the word before
         if nxt.islower():
             return _Verdict.NO  # e.g. apples; "Why?" she asked
         if run != ".":

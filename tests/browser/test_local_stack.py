@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 from tests.browser.conftest import LocalStack
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.text.options import TextOptions
 from voicestream.local_stack import WEB_DIR, connect_host, create_local_app, kokoro_ws_url, local_speak_config
 from voicestream.speak.config import SpeakConfig
 
@@ -46,7 +47,9 @@ class BrokenEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         raise AssertionError("never asked before loading")
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         raise AssertionError("never called")
 
 

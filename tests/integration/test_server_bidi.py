@@ -286,14 +286,15 @@ async def test_config_sets_session_defaults_and_engine_errors_end_only_their_req
     async with connect(kokoro_server.ws_url) as ws:
         await send_json(ws, {"type": "config", "format": "mp3", "voice": "bm_george", "speed": 1.2})
         await send_json(ws, {"text": "Hello.", "request_id": "mp3"})
-        await send_json(ws, {"text": "Hello.", "request_id": "ja", "voice": "jf_alpha"})
-        (mp3, japanese), others = await collect(ws, 2)
+        # Over the phoneme budget: refused when its synthesis starts, like any engine error.
+        await send_json(ws, {"text": "9" * 2000, "request_id": "heavy"})
+        (mp3, heavy), others = await collect(ws, 2)
         assert others == []
         assert mp3.start["format"] == "mp3" and mp3.start["voice"] == "bm_george"
         assert mp3.end is not None and mp3.end["type"] == "synthesis_complete"
         with av.open(io.BytesIO(bytes(mp3.audio)), mode="r", format="mp3") as container:
             decoded = [frame.samples for frame in container.decode(audio=0)]
         assert sum(decoded) > 12_000  # half a second at 24 kHz, give or take
-        assert japanese.end is not None and japanese.end["type"] == "error"
-        assert japanese.end["code"] == "unsupported_language" and japanese.end["request_id"] == "ja"
+        assert heavy.end is not None and heavy.end["type"] == "error"
+        assert heavy.end["code"] == "text_too_complex" and heavy.end["request_id"] == "heavy"
         assert await roundtrip_ping(ws) == []

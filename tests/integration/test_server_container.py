@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from voicestream.aws.deploy.local_image import CPU_BUILD_ARGS
 from voicestream.devserver import wait_until_ready
 from voicestream.engine.models.assets import default_model_dir
 
@@ -90,9 +92,14 @@ def test_the_server_runs_as_an_unprivileged_user_with_a_cache_of_its_own(dockerf
 def test_installs_the_package_with_its_torch_extra_and_the_spacy_shim(dockerfile: DockerfileParser) -> None:
     # Defaults are production's: the GPU engine (torch) and the CPU one; a CPU build overrides them.
     assert dockerfile.args["EXTRAS"] == "torch,engine" and dockerfile.args["BACKEND"] == "torch"
+    assert dockerfile.args["LOCK"] == "requirements/image-torch.txt"  # those extras' lock (docs/testing.md)
+    assert CPU_BUILD_ARGS["LOCK"] == "requirements/image-engine.txt" and CPU_BUILD_ARGS["EXTRAS"] == "engine"
     dependencies, package = [run for run in instructions(dockerfile, "RUN") if "pip install" in run]
-    assert '".[${EXTRAS}]"' in dependencies and "./packaging/en_core_web_sm" in dependencies
-    assert "pip install --no-cache-dir --no-deps ." in package  # the package apart from its dependencies
+    # pip and setuptools, then the lock, every hash checked and nothing resolved; then the shim (a directory).
+    assert "--require-hashes --no-deps -r requirements/build.txt" in dependencies
+    assert '--require-hashes --no-deps --no-build-isolation -r "requirements/$(basename "${LOCK}")"' in dependencies
+    assert "--no-deps --no-build-isolation ./packaging/en_core_web_sm" in dependencies
+    assert "pip install --no-cache-dir --no-deps --no-build-isolation ." in package  # the package apart from them
 
 
 def test_every_copied_path_exists_and_is_in_the_build_context(dockerfile: DockerfileParser) -> None:
@@ -100,9 +107,15 @@ def test_every_copied_path_exists_and_is_in_the_build_context(dockerfile: Docker
     allowed = {line.removeprefix("!").rstrip("/") for line in ignore if line.startswith("!")}
     for copy in instructions(dockerfile, "COPY"):
         sources = [part for part in copy.split()[:-1] if not part.startswith("--")]
+        # ${LOCK}: its default, and the CPU image's value.
+        if "${LOCK}" in sources:
+            sources += [dockerfile.args["LOCK"], CPU_BUILD_ARGS["LOCK"]]
+            sources.remove("${LOCK}")
         for source in sources:
             assert (ROOT / source).exists(), source
-            assert source.rstrip("/") in allowed, f"{source} is excluded by Dockerfile.dockerignore"
+            assert any(fnmatch.fnmatch(source.rstrip("/"), pattern) for pattern in allowed), (
+                f"{source} is excluded by Dockerfile.dockerignore"
+            )
 
 
 def free_port() -> int:

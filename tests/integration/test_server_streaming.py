@@ -16,6 +16,7 @@ from websockets.asyncio.client import connect
 from tests.support.server import start_server
 from tests.support.session_client import collect, next_frame, roundtrip_ping, send_json
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.encoders import to_pcm16
 from voicestream.wire.bidi import Limits
@@ -48,8 +49,10 @@ class RecordingEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.inner.voices()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
-        return self._recorded(self.inner.synthesize(text, voice, speed))
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
+        return self._recorded(self.inner.synthesize(text, voice, speed, text_options=text_options))
 
     def _recorded(self, chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
         while True:

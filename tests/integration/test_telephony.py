@@ -26,6 +26,7 @@ from tests.support.speak_server import SpeakServer, start_speak_server
 from voicestream.aws.function_url import call_speak
 from voicestream.cli import main
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.encoders import create_encoder
 from voicestream.speak.config import SpeakConfig
@@ -191,8 +192,10 @@ class ChunkRecorder(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.inner.voices()
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
-        for chunk in self.inner.synthesize(text, voice, speed):
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
+        for chunk in self.inner.synthesize(text, voice, speed, text_options=text_options):
             with self._lock:
                 self.chunks.append(chunk.samples)
             yield chunk

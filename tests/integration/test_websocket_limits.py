@@ -6,15 +6,18 @@ than the protocol's limit, and never inflates a compressed one.
   from its header: the test sends the header and at most a few bytes of the payload, so a
   server that waited for the payload (uvicorn's default accepts 16 MiB) would hang the test.
 - permessage-deflate is never negotiated, and a frame with RSV1 set (compressed) is closed 1002.
-- After every refusal the server still serves a new session.
+- After every refusal the server still serves a new session, and (property test) refusing a
+  frame whose MiBs of payload are all sent never holds more than a socket read or two in memory.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import struct
+import tracemalloc
 from collections.abc import Iterator
 
 import pytest
@@ -189,3 +192,59 @@ def test_a_message_at_the_limit_reaches_the_session(server: LiveServer) -> None:
         assert opcode == TEXT and b"text_too_long" in reply, reply
         sock.sendall(frame_header(BINARY, LIMIT + 1) + payload + b" ")
         assert close_code(sock, reader) == 1009
+
+
+# --- memory: a refused frame is never buffered ------------------------------------------------
+
+BIG = 8 << 20  # the largest payload a client below actually sends: far past the limit
+_PAYLOAD = bytes(BIG)  # allocated once, before any measurement: sending it allocates nothing new
+# What the server may hold at once while refusing, whatever the frame: a socket read or two
+# (asyncio reads up to 256 KiB at a time) and the parser's copy; a buffered payload is MiBs.
+ALLOWED_PEAK_BYTES = 2 << 20
+
+
+def send_all_it_takes(sock: socket.socket, data: memoryview) -> None:
+    """Send `data` until done or the server closes (it may refuse from the header on)."""
+    with contextlib.suppress(OSError):
+        sock.sendall(data)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kind=st.sampled_from(["frame", "fragments", "compressed"]),
+    size=st.integers(min_value=4 << 20, max_value=BIG),
+    opcode=st.sampled_from([TEXT, BINARY]),
+)
+def test_a_refused_frame_never_grows_the_servers_memory(server: LiveServer, kind: str, size: int, opcode: int) -> None:
+    """Oversized (one frame or fragments within the limit each) or compressed frames whose whole
+    payload, MiBs, is sent: the server's peak of allocated memory stays that of one socket read,
+    not the payload's, and nothing stays allocated after the refusal."""
+    payload = memoryview(_PAYLOAD)[:size]
+    sock, _ = handshake(server.port)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        with sock:
+            reader = FrameReader(sock)
+            if kind == "frame":
+                sock.sendall(frame_header(opcode, size))
+                send_all_it_takes(sock, payload)
+                expected = {1009}
+            elif kind == "fragments":  # each fragment at the limit, the message past it
+                send_all_it_takes(sock, memoryview(frame_header(opcode, LIMIT, fin=False)))
+                send_all_it_takes(sock, payload[:LIMIT])
+                for start in range(LIMIT, size, LIMIT):
+                    send_all_it_takes(sock, memoryview(frame_header(CONTINUATION, LIMIT, fin=False)))
+                    send_all_it_takes(sock, payload[start : start + LIMIT])
+                expected = {1009}
+            else:  # RSV1: a compressed frame (a deflate bomb would inflate to GiBs): too big or not
+                sock.sendall(frame_header(opcode, size, rsv1=True))
+                send_all_it_takes(sock, payload)
+                expected = {1002, 1009}  # refused for being compressed, or from its declared size first
+            assert close_code(sock, reader) in expected
+        still_serves(server)
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - before < ALLOWED_PEAK_BYTES, f"{kind}: the server held {peak - before} bytes at once"
+    assert after - before < ALLOWED_PEAK_BYTES // 4, f"{kind}: {after - before} bytes stayed allocated"

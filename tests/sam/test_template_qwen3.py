@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,6 +24,9 @@ from voicestream.speech import VllmOmniSession
 QWEN3 = {"SpeechModel": "qwen3-tts"}
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:omni-sagemaker-cuda-v1.5"
 OWN_IMAGE = "111122223333.dkr.ecr.eu-west-1.amazonaws.com/team/vllm-omni:2026-10"
+# The Qwen3-TTS commit the template pins (docs/vllm-omni.md).
+QWEN3_REVISION = "0c0e3051f131929182e2c023b9537f8b1c68adfe"
+ROOT = Path(__file__).resolve().parents[2]
 # moto's enum check rejects ml.g5 and ml.g6 instance types: tests/sam/moto_stack.py gives moto ml.g4dn.xlarge.
 MOTO_QWEN3 = QWEN3
 
@@ -45,7 +49,12 @@ def test_the_endpoint_exists_at_once_and_only_the_qwen3_parts_are_on(transform: 
 def test_the_dlc_model_and_its_gpu_variant(transform: Transform) -> None:
     resources = transform(**QWEN3)["Resources"]
     container = resources["Qwen3TtsModel"]["Properties"]["PrimaryContainer"]
-    assert container["Environment"] == {"SM_VLLM_MODEL": {"Ref": "VllmOmniModelId"}}
+    assert container["Environment"] == {
+        "SM_VLLM_MODEL": {"Ref": "VllmOmniModelId"},
+        # Pinned: the DLC's entrypoint turns SM_VLLM_X into `vllm serve --x` (--revision, --tokenizer-revision).
+        "SM_VLLM_REVISION": {"Ref": "VllmOmniModelRevision"},
+        "SM_VLLM_TOKENIZER_REVISION": {"Ref": "VllmOmniModelRevision"},
+    }
     assert "ModelDataSource" not in container  # the DLC downloads the model from the Hub itself
     assert container["Image"] == {
         "Fn::If": [
@@ -68,6 +77,15 @@ def test_parameters_default_to_the_seed_samples_choices(transform: Transform) ->
     assert parameters["SpeechModel"]["Default"] == "kokoro"
     assert parameters["SpeechModel"]["AllowedValues"] == ["kokoro", "qwen3-tts"]
     assert parameters["VllmOmniModelId"]["Default"] == "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+    revision = parameters["VllmOmniModelRevision"]
+    assert revision["Default"] == QWEN3_REVISION
+    revision_pattern = re.compile(revision["AllowedPattern"])
+    assert revision_pattern.match(QWEN3_REVISION)
+    for moving in ("main", "", "v1.0", QWEN3_REVISION[:12]):  # branches, tags, short ids move or are ambiguous
+        assert not revision_pattern.match(moving)
+    # The docs name the same commit.
+    for doc in ("docs/vllm-omni.md", "docs/deploy.md"):
+        assert QWEN3_REVISION in (ROOT / doc).read_text(), doc
     assert parameters["Qwen3InstanceType"]["Default"] == "ml.g6.xlarge"
     pattern = re.compile(parameters["VllmOmniImageUri"]["AllowedPattern"])
     assert pattern.match("") and pattern.match(OWN_IMAGE) and pattern.match(DLC)
@@ -136,7 +154,11 @@ def test_the_deployed_stack_runs_the_dlc_with_nothing_of_ours(qwen3_stack: tuple
     container = sagemaker.describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
     image = DLC if kind == "dlc" else OWN_IMAGE
     assert container["Image"] == image
-    assert container["Environment"] == {"SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"}
+    assert container["Environment"] == {
+        "SM_VLLM_MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        "SM_VLLM_REVISION": QWEN3_REVISION,
+        "SM_VLLM_TOKENIZER_REVISION": QWEN3_REVISION,
+    }
     (config,) = sagemaker.list_endpoint_configs()["EndpointConfigs"]
     (variant,) = sagemaker.describe_endpoint_config(EndpointConfigName=config["EndpointConfigName"])[
         "ProductionVariants"

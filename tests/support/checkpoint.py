@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from voicestream.engine.models.assets import sha256_of
+from voicestream.engine.models.checkpoint_digest import write_source
 from voicestream.engine.models.torch_assets import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -91,8 +93,11 @@ def build_model_dir(source_dir: Path, out_dir: Path, voices: Sequence[str] = DEF
     real config.json and voices (e.g. the one `voicestream models fetch` fills)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source_dir / CONFIG_FILE, out_dir / CONFIG_FILE)
-    save_checkpoint(random_kmodel(out_dir / CONFIG_FILE, seed=seed), out_dir / CHECKPOINT_FILE)
+    checkpoint = save_checkpoint(random_kmodel(out_dir / CONFIG_FILE, seed=seed), out_dir / CHECKPOINT_FILE)
     convert_voices(source_dir, out_dir, voices)
+    # The torch engine loads only a checkpoint whose digest is vouched for (checkpoint_digest.py).
+    write_source(out_dir, "tests/support/checkpoint.py (random weights)", f"seed-{seed}",
+                 {CHECKPOINT_FILE: sha256_of(checkpoint)})  # fmt: skip
     return out_dir
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from voicestream.engine.base import AudioChunk, SpeechEngine
+from voicestream.engine.text.options import TextOptions
 from voicestream.wire.voices import OFFICIAL_VOICES
 
 
@@ -36,7 +37,9 @@ class ScriptedEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return OFFICIAL_VOICES
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         yield AudioChunk(samples=self.samples)
 
 
@@ -56,10 +59,12 @@ class FaultyEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.real.voices()
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self.real.count_phonemes(texts, voice)
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self.real.count_phonemes(texts, voice, text_options)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         if self.trigger in text:
             raise RuntimeError(f"injected engine fault on {text!r}")
-        return self.real.synthesize(text, voice, speed)
+        return self.real.synthesize(text, voice, speed, text_options=text_options)

@@ -29,6 +29,7 @@ import numpy as np
 
 from voicestream.engine.base import AudioChunk, InvalidRequestError, SpeechEngine, WordTiming
 from voicestream.engine.text.g2p import G2P
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.runtime import PRODUCTION, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, ServerSession
 from voicestream.speech.errors import ConnectionLostError, SessionClosedError, SessionConnectError
@@ -64,6 +65,7 @@ class ToneEngine(SpeechEngine):
         self.refuse_on = refuse_on
         self.words = words
         self.texts: list[str] = []  # every text asked for, in order
+        self.text_options: list[TextOptions] = []  # the text options of each
         self.aheads: list[float] = []  # the audio ahead (s) each text was asked for with
         self.behinds: list[bool] = []  # whether the server was behind each text's listener
         self.chunks_made = 0
@@ -77,10 +79,13 @@ class ToneEngine(SpeechEngine):
     def samples_for(self, text: str) -> int:
         return int(len(text) * self.ms_per_char * SAMPLE_RATE / 1000)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         if self.refuse_on is not None and self.refuse_on in text:
             raise InvalidRequestError(f"refused {text!r}")
         self.texts.append(text)
+        self.text_options.append(text_options)
         self.aheads.append(ahead_s)
         self.behinds.append(behind)
         return self._chunks(text)
@@ -120,12 +125,12 @@ class HeldG2PToneEngine(ToneEngine):
         self.released = threading.Event()
         self.checked: list[str] = []
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         joined = " ".join(texts)
         if self.hold_on in joined:
             self.released.wait(timeout=120)  # a hang guard: tests release it
         self.checked.append(joined)
-        return super()._count_phonemes(texts, voice)
+        return super()._count_phonemes(texts, voice, text_options)
 
 
 class G2PToneEngine(ToneEngine):
@@ -136,7 +141,7 @@ class G2PToneEngine(ToneEngine):
         super().__init__(**options)
         self.g2p = g2p
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         return sum(len(phonemes.text) for phonemes in self.g2p.phonemize_many(texts, "en-us"))
 
 
@@ -189,6 +194,7 @@ async def started_runtime(
     assert runtime.ready, runtime.error
     if isinstance(engine, ToneEngine):  # the warm-up is not what a test asked for
         engine.texts.clear()
+        engine.text_options.clear()
         engine.aheads.clear()
         engine.behinds.clear()
         engine.chunks_made = 0

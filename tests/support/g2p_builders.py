@@ -5,6 +5,9 @@ so they can be pickled into the G2P worker processes. No misaki.
 so a cached answer is told from a fresh one). Two texts misbehave on purpose:
 - `hold:<path>` waits until the file at <path> exists (a test releases it when it chooses);
 - `forever` never returns (only the G2P timeout ends it).
+
+`build_slow_others` builds English at once and every other language in `SLOW_BUILD_S`, as
+jieba's and unidic-lite's loads take on a loaded machine.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ def build_echo(language: str) -> Callable[[str], Phonemes]:
         return Phonemes(f"{text}|{os.getpid()}|{next(calls)}")
 
     return echo
+
+
+SLOW_BUILD_S = 1.5
+
+
+def build_slow_others(language: str) -> Callable[[str], Phonemes]:
+    if language != "en-us":
+        time.sleep(SLOW_BUILD_S)
+    return build_echo(language)
 
 
 def hold(path: Path) -> str:

@@ -33,6 +33,7 @@ from tests.support.session_client import next_frame, send_json
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import AudioChunk, FloatAudio, SpeechEngine
 from voicestream.engine.text.g2p import G2PSettings
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.texts import bench_texts
 from voicestream.wire.bidi import Limits
@@ -90,11 +91,13 @@ class GatedEngine(SpeechEngine):
     def voices(self) -> tuple[str, ...]:
         return self.real.voices()
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self.real.count_phonemes(texts, voice)
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self.real.count_phonemes(texts, voice, text_options)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
-        chunks = self.real.synthesize(text, voice, speed)
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
+        chunks = self.real.synthesize(text, voice, speed, text_options=text_options)
         if self.trigger not in text:
             return chunks
         return self._gated(chunks)

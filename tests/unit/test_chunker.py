@@ -357,3 +357,21 @@ def test_fed_pieces_respect_max_chars(text: str, opts: dict[str, int]) -> None:
     for piece in SentenceChunker(**opts).feed(text):
         first_word = next(i for i, ch in enumerate(piece) if ch.isalnum())
         assert len(piece) <= max(opts["max_chars"], first_word + 1), piece
+
+
+def test_agent_entities_streamed_in_small_fragments_are_never_cut_inside() -> None:
+    # What agent_text.py reads as one entity must reach it whole, however an LLM streams it.
+    reply = (
+        "Dr. Smith can see you at 3:45 PM on Dec. 3rd, e.g. for the $1,249.99 plan, i.e. the 3.5 GB one. "
+        "Call +1 (415) 555-0132, email support@example.com or read https://example.com/docs/v2.1.3 first. "
+        "It is 5 km from St. Louis, approx. 20 min."
+    )
+    expected = [
+        "Dr. Smith can see you at 3:45 PM on Dec. 3rd,",
+        "e.g. for the $1,249.99 plan, i.e. the 3.5 GB one.",
+        "Call +1 (415) 555-0132, email support@example.com or read https://example.com/docs/v2.1.3 first.",
+        "It is 5 km from St. Louis, approx. 20 min.",
+    ]
+    chunker = SentenceChunker(first_clause_min_words=5)
+    pieces = [piece for start in range(0, len(reply), 3) for piece in chunker.feed(reply[start : start + 3])]
+    assert [*pieces, chunker.flush()] == expected

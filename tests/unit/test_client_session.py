@@ -74,6 +74,18 @@ async def test_pipelined_requests_arrive_in_order_with_their_timings() -> None:
     assert session._state is SessionState.CLOSED
 
 
+async def test_normalize_is_sent_per_request_and_per_session() -> None:
+    engine = ToneEngine()
+    session, _ = await memory_session(engine)
+    async with session:
+        await session.send("As written.", normalize=False)
+        await session.configure(normalize=False)
+        await session.send("Session default.")
+        last = await session.send("Read right.", normalize=True)
+        await events_until(session, RequestCompleted, last)
+    assert [options.normalize for options in engine.text_options] == [False, False, True]
+
+
 async def test_text_frames_on_request() -> None:
     runtime = await started_runtime(ToneEngine())
     transport = MemoryTransport(runtime, frames="text")

@@ -324,7 +324,9 @@ async def test_wav_gets_a_streaming_header_on_its_first_audio() -> None:
 
 
 @pytest.mark.parametrize(("options", "code"), [({"speed": 1.2}, ErrorCode.INVALID_SPEED),
-                                                ({"format": "mp3"}, ErrorCode.INVALID_FORMAT)])  # fmt: skip
+                                                ({"format": "mp3"}, ErrorCode.INVALID_FORMAT),
+                                                ({"lexicon": {"Hi": "hey"}}, ErrorCode.INVALID_REQUEST),
+                                                ({"phonemes": True}, ErrorCode.INVALID_REQUEST)])  # fmt: skip
 async def test_speed_and_mp3_are_refused_before_anything_is_sent(options: dict[str, Any], code: ErrorCode) -> None:
     server = ScriptedTransport()
     async with session_over(server) as session:

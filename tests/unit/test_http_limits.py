@@ -70,6 +70,9 @@ def test_uvicorn_options_carry_the_limits() -> None:
         uvicorn_options(max_connections=0)
     with pytest.raises(ValueError):
         uvicorn_options(max_message_bytes=0)
+    assert uvicorn_options(close_timeout_s=2.5)["http"].close_timeout_s == 2.5
+    with pytest.raises(ValueError):
+        uvicorn_options(close_timeout_s=0)
 
 
 def test_new_server_settings_from_env() -> None:

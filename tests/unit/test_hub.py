@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from voicestream.aws.deploy.pins import MODEL_REVISION
 from voicestream.engine.models.assets import AssetError
 from voicestream.engine.models.hub import HubFile, git_blob_id, matches, select_files
 
@@ -57,5 +58,6 @@ def test_cli_without_network_fails_with_one_clear_line(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert result.returncode == 2
-    assert "could not read hexgrad/Kokoro-82M@main from Hugging Face" in result.stderr
+    # The default revision is the pinned one, never a moving branch.
+    assert f"could not read hexgrad/Kokoro-82M@{MODEL_REVISION} from Hugging Face" in result.stderr
     assert "Traceback" not in result.stderr

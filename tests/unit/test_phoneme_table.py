@@ -11,7 +11,7 @@ import pytest
 from voicestream.engine.base import EngineError
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import MAX_PHONEMES, Phonemes, SpokenWord
-from voicestream.engine.text.phoneme_table import PhonemeTable
+from voicestream.engine.text.phoneme_table import PhonemeTable, Recording
 from voicestream.wire.voices import OFFICIAL_VOICES
 
 HELLO = Phonemes("həlˈO ðˈɛɹ.", (SpokenWord("Hello", 0, 5), SpokenWord("there", 6, 10)))
@@ -49,12 +49,15 @@ def test_a_text_the_table_lacks_is_an_error_that_names_it() -> None:
         table.phonemize_many(["Hello there."], "en-gb")  # another language is another text
 
 
-def test_convert_asks_the_source_once_for_every_distinct_text() -> None:
+def test_a_recording_keeps_what_the_front_end_asked_for_and_answers_it_alone() -> None:
     source = Letters()
-    table = PhonemeTable.convert(source, ["B.", "A.", "B."], "en-us")
-    assert source.asked == [("A.", "B.")]
-    a, b = table.phonemize_many(["A.", "B."], "en-us")
-    assert (a.text, b.text) == ("a.", "b.")
+    recording = Recording(source)
+    frontend = TextFrontend(OFFICIAL_VOICES, source=recording)
+    said = frontend.pieces("A.", "af_heart")
+    assert frontend.count(["B.", "A."], "af_heart") == 4
+    table = recording.table()
+    assert len(table) == 2 and source.asked == [("A.",), ("B.", "A.")]
+    assert TextFrontend(OFFICIAL_VOICES, source=table).pieces("A.", "af_heart") == said
 
 
 def test_the_front_end_takes_its_phonemes_from_the_source_it_is_given() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import threading
 import time
+import weakref
 from concurrent.futures import CancelledError, Future
 
 import pytest
@@ -72,6 +74,25 @@ def test_cancelled_and_shut_down_steps_never_run_and_a_running_one_finishes() ->
         executor.submit(3.0, lambda: None)
     time.sleep(0.05)
     assert ran == []
+
+
+class Carried:
+    """What a step carries (a request's encoder, its engine state): weakly referenceable."""
+
+
+def test_an_idle_worker_keeps_nothing_of_the_last_step_it_ran() -> None:
+    executor = DeadlineExecutor(1, "test")
+    carried = Carried()
+    gone = weakref.ref(carried)
+    assert executor.submit(1.0, functools.partial(id, carried)).result(5) == id(carried)
+    del carried
+    for _ in range(500):  # the worker drops the step once it has handed the result over
+        gc.collect()
+        if gone() is None:
+            break
+        time.sleep(0.01)
+    assert gone() is None, "the idle worker still holds the step it ran last"
+    executor.shutdown()
 
 
 def test_a_pool_needs_a_worker() -> None:

@@ -264,6 +264,19 @@ async def test_config_sets_the_defaults_of_later_requests() -> None:
     assert isinstance(first_audio, bytes) and first_audio.startswith(b"RIFF")
 
 
+async def test_normalize_is_per_request_and_per_session_and_on_by_default() -> None:
+    talk = await converse()
+    talk.send({"type": "synthesize", "text": "Default.", "request_id": "a"})
+    talk.send({"type": "synthesize", "text": "Off.", "request_id": "b", "normalize": False})
+    talk.send({"type": "config", "normalize": False})
+    talk.send({"type": "synthesize", "text": "Session off.", "request_id": "c"})
+    talk.send({"type": "synthesize", "text": "Back on.", "request_id": "d", "normalize": True})
+    await talk.until("synthesis_complete", "d")
+    assert [options.normalize for options in talk.engine.text_options] == [True, False, False, True]
+    talk.send({"type": "close"})
+    assert await talk.closed() == (EndReason.CLOSE, 1000)
+
+
 async def test_close_waits_for_unfinished_requests_then_ends_with_1000() -> None:
     talk = await converse(ToneEngine(step_delay_s=0.01))
     talk.send({"type": "synthesize", "text": "Finish me first.", "request_id": "last"})

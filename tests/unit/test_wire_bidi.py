@@ -87,6 +87,8 @@ def test_control_messages() -> None:
         ('{"text": "hi", "speed": 1e999}', ErrorCode.INVALID_SPEED),
         ('{"text": "hi", "format": "ogg"}', ErrorCode.INVALID_FORMAT),
         ('{"type": "config", "format": "flac"}', ErrorCode.INVALID_FORMAT),
+        ('{"text": "hi", "normalize": "no"}', ErrorCode.INVALID_REQUEST),
+        ('{"type": "config", "normalize": 0}', ErrorCode.INVALID_REQUEST),
         ('{"text": "hi", "request_id": ""}', ErrorCode.INVALID_REQUEST_ID),
         ('{"text": "hi", "request_id": {"a": 1}}', ErrorCode.INVALID_REQUEST_ID),
         ("[" * 100_000, ErrorCode.INVALID_JSON),
@@ -150,7 +152,9 @@ def test_server_messages_round_trip(message: ServerMessage) -> None:
     [
         Synthesize(text="Grüße, 世界.", request_id="a", voice="af_heart", speed=1.25, format="wav", words=True),
         Synthesize(text="Hi."),
+        Synthesize(text="$3B at 3:45 PM.", normalize=False),
         Config(voice="am_adam"),
+        Config(normalize=False),
         Cancel(),
         Cancel(request_id="r2"),
         Append(text=" tok"),
@@ -206,6 +210,14 @@ def test_invocation_request() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_invocation_request(b'{"text": "Hi.", "transport": "carrier pigeon"}')
     assert caught.value.code == ErrorCode.INVALID_TRANSPORT
+
+
+def test_invocation_normalize_is_on_unless_turned_off() -> None:
+    assert parse_invocation_request(b'{"text": "Hi."}').normalize is True
+    assert parse_invocation_request(b'{"text": "Hi.", "normalize": false}').normalize is False
+    with pytest.raises(ProtocolError) as caught:
+        parse_invocation_request(b'{"text": "Hi.", "normalize": "off"}')
+    assert caught.value.code == ErrorCode.INVALID_REQUEST
 
 
 @given(st.one_of(st.binary(max_size=300), st.text(max_size=300)))

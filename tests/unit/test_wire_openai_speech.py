@@ -43,6 +43,11 @@ def test_openai_defaults_and_our_voices() -> None:
     assert (blend.voice, blend.response_format, blend.speed) == ("af_heart:0.5,am_adam:0.5", "opus", 1.5)
 
 
+def test_normalize_is_on_unless_the_body_turns_it_off() -> None:
+    assert parse_openai_speech_request(body()).normalize is True
+    assert parse_openai_speech_request(body(normalize=False)).normalize is False
+
+
 @pytest.mark.parametrize(
     ("fields", "status", "code", "param"),
     [
@@ -58,6 +63,7 @@ def test_openai_defaults_and_our_voices() -> None:
         ({"speed": "fast"}, 400, "invalid_speed", "speed"),
         ({"instructions": 3}, 400, "invalid_request", "instructions"),
         ({"words": "yes"}, 400, "invalid_request", "words"),
+        ({"normalize": "no"}, 400, "invalid_request", "normalize"),
         ({"temperature": 0.2}, 400, "unknown_field", "temperature"),
     ],
 )

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream.engine.text.normalize import normalize_text
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.wire.bidi import DEFAULT_VOICE, SAMPLE_RATE, parse_speed
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.voices import UnknownVoice, VoiceBlend, parse_voice_spec
@@ -98,9 +99,10 @@ def check_voice(voice: str, valid: tuple[str, ...]) -> VoiceBlend:
         raise InvalidRequestError(error.message) from None
 
 
-def check_text(text: str) -> str:
-    """The text an engine speaks: normalized (`engine.normalize`), stripped, not empty."""
-    stripped = normalize_text(text).strip()
+def check_text(text: str, options: TextOptions | None = None) -> str:
+    """The text an engine speaks: normalized (`engine.normalize`; phoneme input is not), stripped,
+    not empty."""
+    stripped = (text if options is not None and options.phonemes else normalize_text(text)).strip()
     if not stripped:
         raise EmptyTextError()
     return stripped
@@ -141,6 +143,7 @@ class SpeechEngine(abc.ABC):
         *,
         ahead_s: float = 0.0,
         behind: bool = False,
+        text_options: TextOptions = DEFAULT_TEXT_OPTIONS,
     ) -> Iterator[AudioChunk]:
         """Yield the audio of `text` chunk by chunk. Validates before any work is done.
 
@@ -148,15 +151,21 @@ class SpeechEngine(abc.ABC):
         this one, still playing). An engine that streams inside a sentence spends them on fewer,
         larger windows (windows.py): the same audio for less compute. `behind`: the listener has
         run out of audio though this text was waiting (the server has more work than workers):
-        fewer, larger windows from the first, which cost less per second of audio."""
+        fewer, larger windows from the first, which cost less per second of audio.
+        `text_options`: how the text is read: normalized, a lexicon, or phoneme input (options.py)."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
-        text = check_text(text)
+        text = check_text(text, text_options)
         speed = check_speed(speed)
         self.validate_voice(voice)
         if not 0.0 <= ahead_s < float("inf"):
             raise ValueError(f"ahead_s must be a finite number of seconds >= 0, got {ahead_s}")
-        return self._synthesize(text, voice, speed, ahead_s, behind)
+        return self._synthesize(text, voice, speed, ahead_s, behind, text_options)
+
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        """The phoneme symbols the model speaks (config.json's vocab); empty when the engine has
+        none to tell, and then phonemes a client writes are not checked."""
+        return frozenset()
 
     def validate_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` is a known id or a blend of known ids."""
@@ -164,22 +173,41 @@ class SpeechEngine(abc.ABC):
 
     @abc.abstractmethod
     def _synthesize(
-        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
     ) -> Iterator[AudioChunk]: ...
 
-    def count_phonemes(self, texts: Sequence[str], voice: str = DEFAULT_VOICE) -> int:
+    def count_phonemes(
+        self, texts: Sequence[str], voice: str = DEFAULT_VOICE, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
+    ) -> int:
         """The phonemes `synthesize` would speak for `texts` (a request's sentences): the
         measure of a request's work. Raises what synthesis would (empty text, unknown voice,
         text_too_complex when G2P runs out of time)."""
         if not self._loaded:
             raise EngineError(f"{self.name} engine is not loaded: call load() first")
         self.validate_voice(voice)
-        return self._count_phonemes([check_text(text) for text in texts], voice)
+        return self._count_phonemes([check_text(text, text_options) for text in texts], voice, text_options)
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
         """Engines with a G2P count its output; this default (no G2P) counts characters. An
         engine that wraps another must delegate here, or the wrapped G2P's work goes unmeasured."""
         return sum(len(text) for text in texts)
+
+    def phonemize(
+        self,
+        texts: Sequence[str],
+        voice: str = DEFAULT_VOICE,
+        text_options: TextOptions = DEFAULT_TEXT_OPTIONS,
+    ) -> list[str]:
+        """What `synthesize` would say for each text, as Kokoro phonemes (POST /v1/audio/phonemize):
+        fed back as phoneme input, each says the same. Raises what `count_phonemes` would."""
+        if not self._loaded:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        self.validate_voice(voice)
+        return self._phonemize([check_text(text, text_options) for text in texts], voice, text_options)
+
+    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
+        """Engines with a G2P return its output; this default (no G2P) returns the texts."""
+        return texts
 
     def close(self) -> None:  # noqa: B027  # a hook: most engines hold nothing but memory
         """Release what the engine holds beyond memory (worker processes). Idempotent."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voicestream.engine.base import FloatAudio, SpeechEngine
+from voicestream.engine.text.options import TextOptions
 from voicestream.wire.bidi import SAMPLE_RATE
 
 
@@ -30,14 +31,18 @@ class TimedSynthesis:
 
 
 def synthesize_timed(
-    engine: SpeechEngine, pieces: list[str], voice: str = "af_heart", speed: float = 1.0
+    engine: SpeechEngine,
+    pieces: list[str],
+    voice: str = "af_heart",
+    speed: float = 1.0,
+    text_options: TextOptions = TextOptions(),  # noqa: B008  # frozen: one shared default is safe
 ) -> TimedSynthesis:
     """Synthesize the pieces in order, timing the first chunk and the whole run."""
     started = time.perf_counter()
     first_chunk_s: float | None = None
     chunks: list[FloatAudio] = []
     for piece in pieces:
-        for chunk in engine.synthesize(piece, voice=voice, speed=speed):
+        for chunk in engine.synthesize(piece, voice=voice, speed=speed, text_options=text_options):
             if first_chunk_s is None:
                 first_chunk_s = time.perf_counter() - started
             chunks.append(chunk.samples)

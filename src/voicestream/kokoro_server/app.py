@@ -7,7 +7,7 @@
 - POST /invocations: one text in, streamed audio out (invocations.py)
 - WS /invocations-bidirectional-stream: the persistent session (session.py)
 - POST /v1/audio/speech, GET /v1/models, GET /v1/audio/voices: the OpenAI-compatible speech
-  API (openai_speech.py)
+  API (openai_speech.py); POST /v1/audio/phonemize: a text's phonemes (phonemize.py)
 
 The handlers only translate; behaviour lives in the runtime, the session and the stream.
 """
@@ -30,13 +30,14 @@ from voicestream.engine.base import SpeechEngine
 from voicestream.kokoro_server import openai_speech
 from voicestream.kokoro_server.invocations import invocations
 from voicestream.kokoro_server.logs import log_event
+from voicestream.kokoro_server.phonemize import phonemize
 from voicestream.kokoro_server.runtime import PRODUCTION, WARM_UP_TEXT, Policy, ServerRuntime
 from voicestream.kokoro_server.session import CLOSE_TRY_AGAIN_LATER, DISCONNECT_ERRORS, ServerSession
 from voicestream.kokoro_server.session_metrics import reporter_from_env
 from voicestream.origins import RequestGuard
 from voicestream.wire.bidi import BIDI_PATH, INVOCATIONS_PATH, PING_PATH, Limits, SessionClosed, encode_server_message
 from voicestream.wire.errors import ErrorCode, ErrorMessage
-from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH
+from voicestream.wire.openai_speech import OPENAI_MODELS_PATH, OPENAI_SPEECH_PATH, OPENAI_VOICES_PATH, PHONEMIZE_PATH
 
 
 async def ping(request: Request) -> JSONResponse:
@@ -116,6 +117,7 @@ def create_app(
             Route(OPENAI_SPEECH_PATH, openai_speech.speech, methods=["POST"]),
             Route(OPENAI_MODELS_PATH, openai_speech.models, methods=["GET"]),
             Route(OPENAI_VOICES_PATH, openai_speech.voices, methods=["GET"]),
+            Route(PHONEMIZE_PATH, phonemize, methods=["POST"]),
         ],
         middleware=[Middleware(RequestGuard, origins=origins, http_origins=False)],
         lifespan=lifespan,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import wave
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -304,6 +305,10 @@ def create_encoder(
     if audio_format in _AV_FORMATS:
         return AvEncoder(audio_format, sample_rate)
     raise ValueError(f"unknown audio format {audio_format!r}; choose one of {', '.join(ENCODED_FORMATS)}")
+
+
+EncoderFactory = Callable[[str, int, int], AudioEncoder]
+"""(format, sample rate, mp3 bitrate in kbit/s) -> a fresh encoder: `create_encoder`, or a test's."""
 
 
 class Framer:

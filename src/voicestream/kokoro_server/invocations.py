@@ -15,7 +15,8 @@ that reads the audio more than `max_consumer_lag_s` slower than real time is cut
 
 SageMaker has only this route for streamed requests, so a request whose CustomAttributes
 (header `X-Amzn-SageMaker-Custom-Attributes`) hold `route=/v1/audio/speech` carries an
-OpenAI speech body and is answered exactly as POST /v1/audio/speech (openai_speech.py).
+OpenAI speech body and is answered exactly as POST /v1/audio/speech (openai_speech.py);
+`route=/v1/audio/phonemize` likewise reaches POST /v1/audio/phonemize (phonemize.py).
 """
 
 from __future__ import annotations
@@ -40,15 +41,17 @@ from voicestream.asgi import (
     unless_disconnected,
 )
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.openai_speech import openai_error, speech_response
+from voicestream.kokoro_server.phonemize import phonemize_response
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
-from voicestream.kokoro_server.speech import AudioStream, SpeechRequest
+from voicestream.kokoro_server.speech import AudioStream, SpeechRequest, check_pronunciation
 from voicestream.wire.bidi import DEFAULT_VOICE, parse_invocation_request
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
 from voicestream.wire.framing import encode_sse
-from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech
+from voicestream.wire.openai_speech import CUSTOM_ATTRIBUTES_HEADER, routes_to_openai_speech, routes_to_phonemize
 
 SSE_CONTENT_TYPE = "text/event-stream"
 # The status logged for a client that left before its response began (nginx's convention).
@@ -63,6 +66,12 @@ async def invocations(request: Request) -> Any:
         except ProtocolError as error:
             return openai_error(error)
         return await speech_response(runtime, body, request)
+    if routes_to_phonemize(request.headers.get(CUSTOM_ATTRIBUTES_HEADER)):
+        try:
+            body = await read_body(request, runtime.limits.max_message_bytes, runtime.limits.body_timeout_s)
+        except ProtocolError as error:
+            return openai_error(error)
+        return await phonemize_response(runtime, body, request)
     request_id = uuid.uuid4().hex[:16]
     request_id_var.set(request_id)
     received_at = time.perf_counter()
@@ -75,6 +84,10 @@ async def invocations(request: Request) -> Any:
         invocation = parse_invocation_request(body, runtime.limits)
         voice = invocation.voice or DEFAULT_VOICE
         runtime.engine.validate_voice(voice)
+        text_options = TextOptions(
+            normalize=invocation.normalize, lexicon=invocation.lexicon, phonemes=invocation.phonemes
+        )
+        check_pronunciation(runtime.engine, invocation.text, text_options, request_id)
     except (ProtocolError, InvalidRequestError) as error:
         error.request_id = request_id
         log_event("bad_invocation", logging.WARNING, code=error.code)
@@ -87,6 +100,7 @@ async def invocations(request: Request) -> Any:
         format=invocation.format,
         received_at=received_at,
         sample_rate=invocation.sample_rate,
+        text_options=text_options,
     )
     log_event("invocation", transport=invocation.transport, chars=len(speech.text), format=speech.format)
     stream = AudioStream(runtime, speech)

@@ -28,10 +28,11 @@ from voicestream.asgi import (
     unless_disconnected,
 )
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.encoders import content_type
 from voicestream.kokoro_server.logs import log_event, request_id_var
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
-from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
+from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest, check_pronunciation
 from voicestream.wire.bidi import DEFAULT_VOICE
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError, public_error
 from voicestream.wire.openai_speech import (
@@ -52,6 +53,12 @@ CLIENT_CLOSED_REQUEST = 499
 
 def openai_error(error: CodedError, param: str | None = None) -> JSONResponse:
     return JSONResponse(openai_error_body(error, param), status_code=error.status)
+
+
+def pronunciation_error(error: ProtocolError) -> JSONResponse:
+    """A bad phoneme symbol: in the lexicon (its message names `lexicon[...]`) or the input's markup."""
+    log_event("bad_pronunciation", logging.WARNING, code=error.code)
+    return openai_error(error, "lexicon" if error.message.startswith("lexicon") else "input")
 
 
 async def speech(request: Request) -> Response | StreamingBody:
@@ -80,6 +87,11 @@ async def speech_response(runtime: ServerRuntime, body: bytes, request: Request)
     except InvalidRequestError as error:
         log_event("bad_openai_speech", logging.WARNING, code=error.code)
         return openai_error(error, "voice")
+    text_options = TextOptions(normalize=parsed.normalize, lexicon=parsed.lexicon)
+    try:
+        check_pronunciation(runtime.engine, parsed.input, text_options, None)
+    except ProtocolError as error:
+        return pronunciation_error(error)
     speech_request = SpeechRequest(
         request_id=request_id,
         text=parsed.input,
@@ -89,6 +101,7 @@ async def speech_response(runtime: ServerRuntime, body: bytes, request: Request)
         received_at=received_at,
         words=parsed.words,
         sample_rate=parsed.sample_rate,
+        text_options=text_options,
     )
     log_event(
         "openai_speech",

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import ParamSpec, TypeVar
 
 from voicestream.engine.base import SpeechEngine
+from voicestream.kokoro_server.encoders import EncoderFactory, create_encoder
 from voicestream.kokoro_server.logs import log_event
 from voicestream.kokoro_server.process_memory import release_freed_memory, return_freed_memory_to_the_os
 from voicestream.kokoro_server.scheduler import DeadlineExecutor
@@ -136,11 +137,14 @@ class ServerRuntime:
         release_memory: Callable[[], None] = release_freed_memory,
         clock: Callable[[], float] = time.perf_counter,
         policy: Policy = PRODUCTION,
+        encoders: EncoderFactory = create_encoder,
     ) -> None:
         """`release_memory`: what gives freed memory back once the server is idle (tests pass
-        their own to observe when it runs). `clock`: what the start's speed check is timed with."""
+        their own to observe when it runs). `clock`: what the start's speed check is timed with.
+        `encoders`: what makes each request's audio encoder (tests pass their own)."""
         self.limits = limits
         self.policy = policy
+        self.encoders = encoders
         self.stats = RuntimeStats()
         self.readiness = Readiness.LOADING
         self.error: str | None = None

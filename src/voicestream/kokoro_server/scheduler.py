@@ -61,18 +61,25 @@ class DeadlineExecutor:
             future.cancel()
 
     def _work(self) -> None:
-        while True:
-            with self._ready:
-                while not self._queue and not self._closed:
-                    self._ready.wait()
-                if not self._queue:
-                    return
-                _, _, future, fn = heapq.heappop(self._queue)
-            if not future.set_running_or_notify_cancel():
-                continue  # cancelled while queued (its awaiting task went away)
-            try:
-                result = fn()
-            except BaseException as error:  # handed to the awaiting task, as a pool would
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+        while self._run_next():
+            pass
+
+    def _run_next(self) -> bool:
+        """Run the earliest step (False once shut down). A function of its own so that the step
+        and its arguments (a request's engine state, its encoder) go with its frame: an idle
+        worker must not keep the last step it ran alive."""
+        with self._ready:
+            while not self._queue and not self._closed:
+                self._ready.wait()
+            if not self._queue:
+                return False
+            _, _, future, fn = heapq.heappop(self._queue)
+        if not future.set_running_or_notify_cancel():
+            return True  # cancelled while queued (its awaiting task went away)
+        try:
+            result = fn()
+        except BaseException as error:  # handed to the awaiting task, as a pool would
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return True

@@ -43,10 +43,11 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from voicestream.asgi import ConsumerLag, SlowConsumerError
 from voicestream.chunker import SentenceChunker
 from voicestream.engine.base import InvalidRequestError
+from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server.logs import RepeatLimiter, log_event, request_id_var, session_id_var
 from voicestream.kokoro_server.playback import PlaybackClock
 from voicestream.kokoro_server.runtime import ServerBusyError, ServerRuntime
-from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest
+from voicestream.kokoro_server.speech import AudioItem, AudioStream, SpeechRequest, check_pronunciation
 from voicestream.wire.bidi import (
     DEFAULT_VOICE,
     Append,
@@ -73,6 +74,7 @@ from voicestream.wire.bidi import (
 )
 from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError, public_error
 from voicestream.wire.framing import make_audio_frames_safe
+from voicestream.wire.pronunciation import Lexicon, merge_lexicons
 
 Message = MutableMapping[str, Any]
 Item = TypeVar("Item")
@@ -107,6 +109,8 @@ class SessionDefaults:
     format: AudioFormat = "pcm"
     words: bool = False
     sample_rate: int | None = None  # None: each request's format's default (8 kHz G.711, else 24 kHz)
+    lexicon: Lexicon = ()  # the session's; a request's own entries win over it
+    normalize: bool = True
 
 
 class EndReason(StrEnum):
@@ -350,6 +354,12 @@ class ServerSession:
         voice = message.voice or self.defaults.voice
         self._check_voice(voice, request_id)
         audio_format = message.format or self.defaults.format
+        text_options = TextOptions(
+            normalize=self.defaults.normalize if message.normalize is None else message.normalize,
+            lexicon=merge_lexicons(self.defaults.lexicon, message.lexicon),
+            phonemes=bool(message.phonemes),
+        )
+        check_pronunciation(self.runtime.engine, message.text, text_options, request_id)
         request = SpeechRequest(
             request_id=request_id,
             text=message.text,
@@ -359,6 +369,7 @@ class ServerSession:
             received_at=time.perf_counter(),
             words=message.words if message.words is not None else self.defaults.words,
             sample_rate=message.sample_rate or self.defaults.sample_rate or default_sample_rate(audio_format),
+            text_options=text_options,
         )
         self._pending[request_id] = request
         self._requests.put_nowait(request)
@@ -384,6 +395,11 @@ class ServerSession:
             self.defaults.words = message.words
         if message.sample_rate is not None:
             self.defaults.sample_rate = message.sample_rate
+        if message.lexicon is not None:
+            self._check_lexicon(message.lexicon)
+            self.defaults.lexicon = message.lexicon
+        if message.normalize is not None:
+            self.defaults.normalize = message.normalize
         log_event(
             "config",
             voice=self.defaults.voice,
@@ -391,6 +407,10 @@ class ServerSession:
             format=self.defaults.format,
             sample_rate=self.defaults.sample_rate,
         )
+
+    def _check_lexicon(self, lexicon: Lexicon) -> None:
+        """A session's lexicon is checked when it is set, not at each request that uses it."""
+        check_pronunciation(self.runtime.engine, "", TextOptions(lexicon=lexicon), None)
 
     def _check_voice(self, voice: str, request_id: str | None) -> None:
         try:

@@ -9,7 +9,7 @@ per-request timings.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Literal, Protocol, Self, get_args
 
@@ -66,6 +66,8 @@ class SpeechSession(Protocol):
         request_id: str | None = None,
         words: bool | None = None,
         sample_rate: int | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        phonemes: bool = False,
     ) -> str: ...
 
     async def cancel(self, request_id: str | None = None) -> None: ...

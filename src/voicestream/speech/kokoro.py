@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from voicestream.wire.bidi import (
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import parse_control_frame
+from voicestream.wire.pronunciation import parse_lexicon
 from voicestream.wire.words import HeardWord, WordTiming, words_heard
 
 from .errors import (
@@ -229,10 +230,15 @@ class BidiSession(SessionLifecycle[_Item]):
         request_id: str | None = None,
         words: bool | None = None,
         sample_rate: int | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        phonemes: bool = False,
+        normalize: bool | None = None,
     ) -> str:
         """Queue `text` for synthesis and return its request id at once (pipelined).
         `words` asks for its word timings (default: the session's `words`); `sample_rate` the
-        delivered audio's rate (default: the session's config, else the format's)."""
+        delivered audio's rate (default: the session's config, else the format's); `normalize`
+        False speaks the text as written (default: the session's config, else on); `lexicon` how
+        words are said, `phonemes` that `text` is Kokoro phonemes (docs/protocol.md, "Pronunciation")."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("text must be a non-empty string")
         try:
@@ -256,6 +262,9 @@ class BidiSession(SessionLifecycle[_Item]):
             format=format,
             words=True if want_words else None,
             sample_rate=sample_rate,
+            lexicon=parse_lexicon(None if lexicon is None else dict(lexicon)),
+            phonemes=phonemes or None,
+            normalize=normalize,
         )
         await self._send_message(message)
         return rid
@@ -267,10 +276,16 @@ class BidiSession(SessionLifecycle[_Item]):
         speed: float | None = None,
         format: AudioFormat | None = None,
         sample_rate: int | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        normalize: bool | None = None,
     ) -> None:
-        """Set defaults for the rest of the session (unset fields keep their value)."""
+        """Set defaults for the rest of the session (unset fields keep their value; a lexicon
+        replaces the session's)."""
         self._ensure_open()
-        await self._send_message(Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate))
+        words = parse_lexicon(None if lexicon is None else dict(lexicon))
+        await self._send_message(
+            Config(voice=voice, speed=speed, format=format, sample_rate=sample_rate, lexicon=words, normalize=normalize)
+        )
 
     async def append(self, text: str, *, request_id: str | None = None) -> str:
         """Stream `text` (an LLM token, say) into the open utterance and return its id; the

@@ -5,7 +5,7 @@ SageMaker endpoint"."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,8 @@ async def speak_text(
     speed: float | None = None,
     format: AudioFormat = "pcm",
     sample_rate: int | None = None,
+    lexicon: Mapping[str, str] | None = None,
+    phonemes: bool = False,
 ) -> Speech:
     """Open `session`, speak `text` as one request (PCM, or the raw G.711 `format`; at
     `sample_rate`, default the format's), close it. `RequestFailedError` when the server
@@ -107,7 +109,9 @@ async def speak_text(
     if format not in ("pcm", "mulaw", "alaw"):
         raise ValueError(f"speak_text collects raw audio: pcm, mulaw or alaw, not {format!r}")
     async with session:
-        rid = await session.send(text, voice=voice, speed=speed, format=format, sample_rate=sample_rate)
+        rid = await session.send(
+            text, voice=voice, speed=speed, format=format, sample_rate=sample_rate, lexicon=lexicon, phonemes=phonemes
+        )
         chunks: list[bytes] = []
         sample_rate = SAMPLE_RATE
         async with contextlib.aclosing(session.events()) as events:

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -296,6 +296,8 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         request_id: str | None = None,
         words: bool | None = None,
         sample_rate: int | None = None,
+        lexicon: Mapping[str, str] | None = None,
+        phonemes: bool = False,
     ) -> str:
         """Queue `text` as one utterance and return its request id at once (pipelined).
 
@@ -312,6 +314,10 @@ class VllmOmniSession(SessionLifecycle[_Item]):
         refused = refused_options(speed, audio_format, sample_rate)
         if refused is not None:
             raise refused
+        if lexicon or phonemes:
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST, "vLLM-Omni takes no lexicon or phoneme input: use the Kokoro upstream"
+            )
         pieces = input_text_messages(text)
         self._ensure_open()
         if request_id is not None and request_id in self.timings:

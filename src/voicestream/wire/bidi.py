@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, cast, get_args
 
 from voicestream.wire.errors import ErrorCode, ErrorMessage, ProtocolError
 from voicestream.wire.framing import RESPONSE_TRANSPORTS, ResponseTransport, decode_json_object, json_number
+from voicestream.wire.pronunciation import Lexicon, lexicon_json, parse_lexicon, parse_phonemes
 from voicestream.wire.words import WordTiming, parse_words, word_dicts
 
 SAMPLE_RATE = 24_000  # Kokoro's own: every format's default except G.711's
@@ -144,6 +145,9 @@ class Synthesize:
     format: AudioFormat | None = None
     words: bool | None = None  # send `words` frames (word timings) for this request
     sample_rate: int | None = None  # Hz of the delivered audio (default: the format's)
+    lexicon: Lexicon | None = None  # how words are said (wire/pronunciation.py)
+    phonemes: bool | None = None  # True: `text` is Kokoro phonemes, sent as "phonemes" instead of "text"
+    normalize: bool | None = None  # read agent text right (numbers, dates, markup ...; default true)
     type: ClassVar[str] = "synthesize"
 
 
@@ -156,6 +160,8 @@ class Config:
     format: AudioFormat | None = None
     words: bool | None = None
     sample_rate: int | None = None
+    lexicon: Lexicon | None = None  # replaces the session's lexicon ({} clears it)
+    normalize: bool | None = None
     type: ClassVar[str] = "config"
 
 
@@ -210,6 +216,9 @@ class InvocationRequest:
     format: AudioFormat = "pcm"
     transport: ResponseTransport = "binary"
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
+    lexicon: Lexicon = ()
+    phonemes: bool = False  # `text` came as "phonemes": Kokoro phonemes, no G2P
+    normalize: bool = True
 
 
 # --- server -> client ---------------------------------------------------------------------
@@ -330,7 +339,9 @@ def encode_client_message(message: ClientMessage) -> str:
     for spec in fields(message):
         value = getattr(message, spec.name)
         if value is not None:
-            body[spec.name] = value
+            body[spec.name] = lexicon_json(value) if spec.name == "lexicon" else value
+    if body.pop("phonemes", None):
+        body["phonemes"] = body.pop("text")
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -376,18 +387,22 @@ def parse_client_message(
     body = decode_json_object(payload)
     request_id = _optional_request_id(body)
     kind = body.get("type")
-    if kind is None and "text" in body:
+    if kind is None and ("text" in body or "phonemes" in body):
         kind = "synthesize"  # the seed sample's clients send a bare {"text": ...}
     try:
         if kind == "synthesize":
+            text, phonemes = _text_or_phonemes(body, limits)
             return Synthesize(
-                text=_text(body, limits),
+                text=text,
                 request_id=request_id,
                 voice=_voice(body, voices),
                 speed=_speed(body),
                 format=_format(body),
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
+                lexicon=parse_lexicon(body.get("lexicon")),
+                phonemes=phonemes or None,
+                normalize=_flag(body, "normalize"),
             )
         if kind == "config":
             return Config(
@@ -396,6 +411,8 @@ def parse_client_message(
                 format=_format(body),
                 words=_flag(body, "words"),
                 sample_rate=_sample_rate(body),
+                lexicon=parse_lexicon(body.get("lexicon")),
+                normalize=_flag(body, "normalize"),
             )
         if kind == "append":
             return Append(text=_append_text(body, limits), request_id=request_id)
@@ -430,13 +447,17 @@ def parse_invocation_request(payload: bytes | str, limits: Limits | None = None)
             f"transport must be one of {', '.join(RESPONSE_TRANSPORTS)}, got {transport!r}",
         )
     audio_format = _format(body) or "pcm"
+    text, phonemes = _text_or_phonemes(body, limits)
     return InvocationRequest(
-        text=_text(body, limits),
+        text=text,
         voice=_voice(body, None),
         speed=_speed(body),
         format=audio_format,
         transport=transport,
         sample_rate=_sample_rate(body) or default_sample_rate(audio_format),
+        lexicon=parse_lexicon(body.get("lexicon")) or (),
+        phonemes=phonemes,
+        normalize=_flag(body, "normalize") is not False,
     )
 
 
@@ -453,6 +474,15 @@ def _optional_request_id(body: dict[str, Any]) -> str | None:
             f"request_id must be 1..{MAX_REQUEST_ID_CHARS} printable characters",
         )
     return value
+
+
+def _text_or_phonemes(body: dict[str, Any], limits: Limits) -> tuple[str, bool]:
+    """(what to say, whether it is phonemes): `text`, or `phonemes` instead of it (not both)."""
+    if body.get("phonemes") is None:
+        return _text(body, limits), False
+    if body.get("text") is not None:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, 'give "text" or "phonemes", not both')
+    return parse_phonemes(body["phonemes"], limits.max_phonemes), True
 
 
 def _text(body: dict[str, Any], limits: Limits) -> str:

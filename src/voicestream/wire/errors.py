@@ -46,6 +46,8 @@ class ErrorCode(StrEnum):
     DUPLICATE_REQUEST_ID = "duplicate_request_id"
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INVALID_REQUEST = "invalid_request"
+    INVALID_LEXICON = "invalid_lexicon"  # a malformed or oversized `lexicon`
+    INVALID_PHONEMES = "invalid_phonemes"  # a symbol outside Kokoro's phoneme vocabulary
     MODEL_NOT_FOUND = "model_not_found"  # the OpenAI-compatible route's `model`
     # the speak function's request fields
     MISSING_INPUT = "missing_input"

@@ -2,7 +2,9 @@
 request body, its error body and its server-sent events, written once. Standard library only.
 
     POST /v1/audio/speech  {"model", "input", "voice", "response_format"?, "speed"?,
-                            "stream_format"?, "instructions"?, "sample_rate"?}  -> audio, streamed
+                            "stream_format"?, "instructions"?, "sample_rate"?, "lexicon"?}
+                           -> audio, streamed
+    POST /v1/audio/phonemize {"input", "voice", "lexicon"?}  -> {"phonemes": ...}
 
 What differs from OpenAI, on purpose: voices are ours (ids and blends; OpenAI's names that
 Kokoro also has are accepted), `speed` is 0.5-2.0 (the engine's range, as on every route),
@@ -27,11 +29,13 @@ from voicestream.wire.bidi import (
 )
 from voicestream.wire.errors import CodedError, ErrorCode, ProtocolError
 from voicestream.wire.framing import decode_json_object, encode_sse
+from voicestream.wire.pronunciation import Lexicon, parse_lexicon
 from voicestream.wire.words import WordTiming, word_dicts
 
 OPENAI_SPEECH_PATH: Final = "/v1/audio/speech"
 OPENAI_MODELS_PATH: Final = "/v1/models"
 OPENAI_VOICES_PATH: Final = "/v1/audio/voices"
+PHONEMIZE_PATH: Final = "/v1/audio/phonemize"
 # What an /invocations request sets (SageMaker's CustomAttributes) to reach /v1/audio/speech.
 CUSTOM_ATTRIBUTES_HEADER: Final = "x-amzn-sagemaker-custom-attributes"
 OPENAI_SPEECH_ROUTE_ATTRIBUTE: Final = f"route={OPENAI_SPEECH_PATH}"
@@ -65,6 +69,8 @@ _FIELDS: Final = frozenset(
         "words",
         "stream",
         "sample_rate",
+        "lexicon",
+        "normalize",
     }
 )
 
@@ -87,6 +93,8 @@ class OpenAISpeechRequest:
     stream_format: StreamFormat = "audio"
     words: bool = False
     sample_rate: int = SAMPLE_RATE  # resolved: the body's, else the format's default
+    lexicon: Lexicon = ()  # our extension (an extra body field): how words are said
+    normalize: bool = True  # our extension: read agent text right (docs/protocol.md)
 
 
 def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = None) -> OpenAISpeechRequest:
@@ -109,6 +117,44 @@ def parse_openai_speech_request(payload: bytes | str, limits: Limits | None = No
         stream_format=_choice(body, "stream_format", STREAM_FORMATS, "audio", ErrorCode.INVALID_TRANSPORT),
         words=_words(body),
         sample_rate=_sample_rate(body, response_format),
+        lexicon=openai_lexicon(body),
+        normalize=_normalize(body),
+    )
+
+
+def openai_lexicon(body: dict[str, Any]) -> Lexicon:
+    """The body's `lexicon` (wire/pronunciation.py), with the field named on error."""
+    try:
+        return parse_lexicon(body.get("lexicon")) or ()
+    except ProtocolError as error:
+        raise OpenAIRequestError(error.code, error.message, "lexicon") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PhonemizeRequest:
+    """POST /v1/audio/phonemize: what the server would say for `input`, as Kokoro phonemes."""
+
+    input: str
+    voice: str
+    lexicon: Lexicon = ()
+    normalize: bool = True
+
+
+_PHONEMIZE_FIELDS: Final = frozenset({"input", "voice", "lexicon", "normalize", "model"})
+
+
+def parse_phonemize_request(payload: bytes | str, limits: Limits | None = None) -> PhonemizeRequest:
+    """Validate the body (the speech route's field rules; `model` is accepted and ignored)."""
+    limits = limits or Limits()
+    try:
+        body = decode_json_object(payload, "the request body")
+    except ProtocolError as error:
+        raise OpenAIRequestError(error.code, error.message, None) from None
+    unknown = sorted(set(body) - _PHONEMIZE_FIELDS)
+    if unknown:
+        raise OpenAIRequestError(ErrorCode.UNKNOWN_FIELD, f"unrecognized request argument: {unknown[0]}", unknown[0])
+    return PhonemizeRequest(
+        input=_input(body, limits), voice=_voice(body), lexicon=openai_lexicon(body), normalize=_normalize(body)
     )
 
 
@@ -197,6 +243,13 @@ def _words(body: dict[str, Any]) -> bool:
     return bool(body.get("words"))
 
 
+def _normalize(body: dict[str, Any]) -> bool:
+    value = body.get("normalize")
+    if value is not None and not isinstance(value, bool):
+        raise OpenAIRequestError(ErrorCode.INVALID_REQUEST, "normalize must be true or false", "normalize")
+    return value is not False
+
+
 def openai_error_body(error: CodedError, param: str | None = None) -> dict[str, Any]:
     """OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`."""
     kind = "invalid_request_error" if error.status < 500 else "server_error"
@@ -206,9 +259,18 @@ def openai_error_body(error: CodedError, param: str | None = None) -> dict[str, 
 
 def routes_to_openai_speech(custom_attributes: str | None) -> bool:
     """Whether an /invocations request's CustomAttributes ask for /v1/audio/speech."""
+    return _has_attribute(custom_attributes, OPENAI_SPEECH_ROUTE_ATTRIBUTE)
+
+
+def routes_to_phonemize(custom_attributes: str | None) -> bool:
+    """Whether an /invocations request's CustomAttributes ask for /v1/audio/phonemize."""
+    return _has_attribute(custom_attributes, f"route={PHONEMIZE_PATH}")
+
+
+def _has_attribute(custom_attributes: str | None, attribute: str) -> bool:
     if not custom_attributes:
         return False
-    return OPENAI_SPEECH_ROUTE_ATTRIBUTE in (part.strip() for part in custom_attributes.split(","))
+    return attribute in (part.strip() for part in custom_attributes.split(","))
 
 
 # --- server-sent events -------------------------------------------------------------------------

@@ -42,7 +42,8 @@ MODEL_MOUNT = "/opt/ml/model"  # where SageMaker unpacks the model artifact
 CACHE_MOUNT = "/var/cache/voicestream"  # the image's XDG_CACHE_HOME, its user's only writable directory
 CACHE_VOLUME = "voicestream-cache"
 LOCAL_HOST = "127.0.0.1"  # the image listens on 0.0.0.0 (its own network on SageMaker); here, on loopback
-CPU_BUILD_ARGS = {"EXTRAS": "engine", "BACKEND": "onnx"}
+# The ONNX engine only, installed from its lock (requirements/environments.toml: image-engine).
+CPU_BUILD_ARGS = {"EXTRAS": "engine", "BACKEND": "onnx", "LOCK": "requirements/image-engine.txt"}
 TITLE_LABEL = "org.opencontainers.image.title=voicestream-kokoro"  # container/Dockerfile's
 BUILD_TIMEOUT_S = 1800.0
 

@@ -2,13 +2,13 @@
 
 Needs internet. Each file is checked against the hub's own metadata for the resolved revision:
 LFS files (the checkpoint, the voices) by size and sha256, small git files (config.json) by
-their git blob id. The resolved commit is recorded in SOURCE.json beside the files.
+their git blob id. The resolved commit and the LFS files' sha256 are recorded in SOURCE.json
+beside the files: the torch engine checks the checkpoint against it at load (checkpoint_digest.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from voicestream.engine.models.assets import AssetError, Progress, default_model_dir, sha256_of
+from voicestream.engine.models.checkpoint_digest import write_source
 
 HUB_REPO = "hexgrad/Kokoro-82M"
 HUB_FILES = ("config.json", "kokoro-v1_0.pth")
@@ -96,6 +97,6 @@ def fetch_hub_assets(model_dir: Path | None = None, revision: str = "main", prog
                 raise AssetError(f"downloaded {file.path} does not match the hub's size/digest; try again")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(downloaded, target)
-    (root / "SOURCE.json").write_text(json.dumps({"repo": HUB_REPO, "revision": commit}, indent=1) + "\n")
+    write_source(root, HUB_REPO, commit, {file.path: file.sha256 for file in files if file.sha256 is not None})
     progress(f"{len(files)} files from {HUB_REPO}@{commit[:10]} verified in {root}")
     return root

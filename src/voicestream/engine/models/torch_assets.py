@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from voicestream.engine.models.assets import AssetError, default_model_dir, manifest, verify_file
+from voicestream.engine.models.checkpoint_digest import verify_checkpoint
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_FILE = "kokoro-v1_0.pth"
@@ -55,12 +56,14 @@ class TorchAssets:
 
 
 def torch_assets(model_dir: Path | None = None) -> TorchAssets:
-    """Locate config and checkpoint in `model_dir` (default: the shared model directory)."""
+    """Locate config and checkpoint in `model_dir` (default: the shared model directory); the
+    checkpoint's sha256 must be the pinned one or SOURCE.json's record (checkpoint_digest.py)."""
     root = model_dir or default_model_dir()
     assets = TorchAssets(root=root, config=root / CONFIG_FILE, checkpoint=root / CHECKPOINT_FILE)
     for path in (assets.config, assets.checkpoint):
         if not path.is_file():
             raise AssetError(f"missing model file {path}: {TORCH_HINT}")
+    verify_checkpoint(assets.checkpoint)
     return assets
 
 

@@ -38,6 +38,7 @@ from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.streaming.word_timings import FRAME_S, tokenize, words_starting_in
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
 from voicestream.wire.voices import OFFICIAL_VOICES
@@ -139,6 +140,7 @@ class OnnxEngine(SpeechEngine):
         self.derived_dir = derived_dir
         self._split = OnnxSplitRuntime(graphs, self.threads, spinning=self.strategy.spinning)
         self._vocab = json.loads(assets.config.read_text())["vocab"]
+        self._frontend.vocabulary = frozenset(self._vocab)
         self._assets = assets
         self._voice("af_heart")
         self._frontend.warm()
@@ -160,20 +162,28 @@ class OnnxEngine(SpeechEngine):
         raw = np.frombuffer(read_voice(self._assets, name), dtype="<f4").copy()
         return raw.reshape(VOICE_SHAPE)
 
-    def phonemes(self, text: str, voice: str) -> list[str]:
+    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
-        return [piece.text for piece in self.phoneme_pieces(text, voice)]
+        return [piece.text for piece in self.phoneme_pieces(text, voice, text_options)]
 
-    def phoneme_pieces(self, text: str, voice: str) -> list[Phonemes]:
+    def phoneme_pieces(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[Phonemes]:
         """The pieces with their words (English voices; other languages carry no words)."""
-        return self._frontend.pieces(text, voice)
+        return self._frontend.pieces(text, voice, text_options)
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self._frontend.count(texts, voice)
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self._frontend.count(texts, voice, text_options)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        return self._frontend.vocabulary
+
+    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
+        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
+
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         style_table = self._voice(voice)
-        pieces = self.phoneme_pieces(text, voice)
+        pieces = self.phoneme_pieces(text, voice, text_options)
         return self._run_pieces(pieces, style_table, speed, ahead_s, behind)
 
     def _run_pieces(

@@ -1,8 +1,14 @@
 """Text to Kokoro phonemes with misaki (the G2P that `kokoro` itself uses), offline, in worker processes.
 
 English (US/GB) uses misaki's lexicon + spaCy tagger with espeak-ng as the out-of-vocabulary
-fallback; Spanish, French, Hindi, Italian and Portuguese use misaki's espeak-ng G2P. Japanese
-and Chinese need misaki's extra dependencies, which this install does not carry.
+fallback; Spanish, French, Hindi, Italian and Portuguese use misaki's espeak-ng G2P; Japanese uses
+misaki's cutlet G2P (fugashi over the unidic-lite dictionary that its package carries) and Mandarin
+misaki's jieba + pypinyin G2P, the ones `kokoro` picks for Kokoro-82M v1.0. Only English aligns
+words to phonemes (word timings); the others give the phoneme string alone. Only English is
+built ahead of time (g2p_preload): the other languages are built in a worker on its first
+request of them, so they cost English's start nothing, and that build is not charged to the
+request's text: a worker without the language answers at once, and the conversion is sent
+again with `BUILD_ALLOWANCE_S` on top of the timeout.
 
 Why processes: misaki is superlinear on some inputs (200 characters of "a-a-a-…" take seconds,
 1000 apostrophes minutes), espeak-ng keeps process-global state and misaki's English G2P is not
@@ -26,6 +32,7 @@ from __future__ import annotations
 import collections
 import gc
 import multiprocessing
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -42,7 +49,19 @@ MAX_PHONEMES = 510
 
 # misaki's espeak G2P language names for the non-English voices.
 ESPEAK_LANGUAGES = {"es": "es", "fr-fr": "fr-fr", "hi": "hi", "it": "it", "pt-br": "pt-br"}
-LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES)
+# misaki's own G2Ps (its `ja` and `zh` extras); "cmn" is wire/voices.py's name for Mandarin.
+MISAKI_LANGUAGES: Final = ("ja", "cmn")
+LANGUAGES: Final = ("en-us", "en-gb", *ESPEAK_LANGUAGES, *MISAKI_LANGUAGES)
+
+# A language's phonemizer is built in a worker on that worker's first request of it (all but
+# English, which the fork server preloads): jieba loads its dictionary, fugashi opens unidic-lite,
+# a second or two on a loaded machine. That is not the text's work, so it has an allowance of its
+# own beyond `G2PSettings.timeout_s`.
+BUILD_ALLOWANCE_S = 60.0
+
+# Kokoro's inline markup `[word](/phonemes/)` (misaki/en.py's LINK_REGEX): misaki's English G2P
+# reads it natively; for the espeak languages `spliced_markup` does the same.
+MARKUP: Final = re.compile(r"\[([^\]]+)\]\(([^\)]*)\)")
 
 # Break preference when a text's phonemes exceed MAX_PHONEMES: sentence ends, then clauses, then words.
 _BREAK_CLASSES = (".!?", ":;", ",—…", " ")
@@ -74,7 +93,8 @@ class SpokenWord:
 
 @dataclass(frozen=True, slots=True)
 class Phonemes:
-    """A phoneme string and its words (empty when the G2P does not align words: espeak languages)."""
+    """A phoneme string and its words (empty when the G2P does not align words: every language
+    but English)."""
 
     text: str
     words: tuple[SpokenWord, ...] = ()
@@ -187,12 +207,22 @@ class G2P:
             _stop_pool(pool)
 
     def _convert(self, texts: list[str], language: str) -> list[Phonemes]:
-        future = self._workers().schedule(_phonemize_in_worker, (texts, language), timeout=self.settings.timeout_s)
+        """One task under the timeout; if its worker has not built `language` yet it answers None
+        at once, and a second task may build it, with the build allowance on top."""
+        converted = self._run(texts, language, build=False, timeout_s=self.settings.timeout_s)
+        if converted is None:
+            converted = self._run(texts, language, build=True, timeout_s=self.settings.timeout_s + BUILD_ALLOWANCE_S)
+        assert converted is not None, "a worker allowed to build a language answers"
+        return converted
+
+    def _run(self, texts: list[str], language: str, *, build: bool, timeout_s: float) -> list[Phonemes] | None:
+        future = self._workers().schedule(_phonemize_in_worker, (texts, language, build), timeout=timeout_s)
         try:
-            return future.result()
+            result: list[Phonemes] | None = future.result()
+            return result
         except TimeoutError:
             raise TextTooComplexError(
-                f"the text took longer than {self.settings.timeout_s:g} s to convert to phonemes "
+                f"the text took longer than {timeout_s:g} s to convert to phonemes "
                 f"({sum(map(len, texts))} characters); simplify or shorten it"
             ) from None
         except ProcessExpired as error:  # espeak-ng crashed the worker: the pool starts another
@@ -285,7 +315,11 @@ def _worker_phonemizer(language: str) -> Phonemizer:
     return phonemizer
 
 
-def _phonemize_in_worker(texts: list[str], language: str) -> list[Phonemes]:
+def _phonemize_in_worker(texts: list[str], language: str, build: bool) -> list[Phonemes] | None:
+    """The texts' phonemes; None, at once, when `language` is not built here and `build` is off."""
+    assert _worker_build is not None, "the worker was not started with _start_worker"
+    if not build and (_worker_build, language) not in _phonemizers:
+        return None
     phonemizer = _worker_phonemizer(language)
     return [phonemizer(text) for text in texts]
 
@@ -311,18 +345,56 @@ def build_phonemizer(language: str) -> Phonemizer:
         other = espeak.EspeakG2P(language=ESPEAK_LANGUAGES[language])
 
         def espeak_phonemes(text: str) -> Phonemes:
-            phonemes, _ = other(text)
-            return Phonemes(str(phonemes).strip())
+            return Phonemes(spliced_markup(text, lambda part: str(other(part)[0]).strip()))
 
         return espeak_phonemes
+    if language == "ja":
+        # misaki's JAG2P() (what `kokoro` builds for Japanese) is this Cutlet and nothing more, but
+        # its module imports pyopenjtalk, which only its other G2P calls: importing Cutlet itself
+        # spares the image pyopenjtalk and its dictionaries (~340 MB). fugashi finds unidic-lite.
+        from misaki.cutlet import Cutlet
+
+        japanese = Cutlet()
+
+        def japanese_phonemes(text: str) -> Phonemes:
+            phonemes, _ = japanese(text)
+            return Phonemes(str(phonemes).strip())
+
+        return japanese_phonemes
+    if language == "cmn":
+        import jieba
+        from misaki import zh
+
+        jieba.setLogLevel(60)  # it logs its dictionary load at INFO on stderr, once per worker
+        # version None: the legacy G2P that `kokoro` uses for Kokoro-82M v1.0 (1.1 is for v1.1-zh).
+        mandarin = zh.ZHG2P()
+
+        def mandarin_phonemes(text: str) -> Phonemes:
+            phonemes, _ = mandarin(text)
+            return Phonemes(str(phonemes).strip())
+
+        return mandarin_phonemes
     raise _unsupported(language)
 
 
+def spliced_markup(text: str, phonemize: Callable[[str], str]) -> str:
+    """The phonemes of `text` with its `[word](/phonemes/)` markup said as written: a G2P
+    without markup support (espeak's would read the brackets and slashes aloud) converts the
+    text between them. Markup of another kind (`[word](2)`, misaki's stress) is read as its word."""
+    parts: list[str] = []
+    cursor = 0
+    for match in MARKUP.finditer(text):
+        parts.append(phonemize(text[cursor : match.start()]) if text[cursor : match.start()].strip() else "")
+        value = match.group(2)
+        written = len(value) >= 2 and value[0] == "/" and value[-1] == "/"
+        parts.append(value[1:-1].strip() if written else phonemize(match.group(1)))
+        cursor = match.end()
+    parts.append(phonemize(text[cursor:]) if text[cursor:].strip() else "")
+    return " ".join(part for part in parts if part)
+
+
 def _unsupported(language: str) -> UnsupportedLanguageError:
-    return UnsupportedLanguageError(
-        f"voices of language {language!r} need misaki's {language} extra, which this install does not "
-        "include; use an English (a*/b*), Spanish, French, Hindi, Italian or Portuguese voice"
-    )
+    return UnsupportedLanguageError(f"no G2P for language {language!r}; the languages are {', '.join(LANGUAGES)}")
 
 
 def split_phonemes(phonemes: str, limit: int = MAX_PHONEMES) -> list[str]:

@@ -2,15 +2,15 @@
 
 The prepared GPU check (benchmarks/gpu_check.py) speaks a few fixed sentences on a machine where
 misaki, spaCy and their English model (over 100 MiB of wheels) cannot be installed: `prepare`
-converts those sentences here with the real G2P and writes the table, and the check's engine
-reads its phonemes from it. A text the table does not hold is an error that names it, never a
-silent guess.
+has a front end convert those sentences here with the real G2P through a `Recording` source,
+writes the table of what it was asked, and the check's engine reads its phonemes from it. A text
+the table does not hold is an error that names it, never a silent guess.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from voicestream.engine.base import EngineError
@@ -44,13 +44,6 @@ class PhonemeTable:
     def close(self) -> None:
         """Nothing held beyond memory."""
 
-    @classmethod
-    def convert(cls, source: PhonemeSource, texts: Iterable[str], language: str) -> PhonemeTable:
-        """The table of `texts` converted by `source` (the real G2P)."""
-        unique = sorted(set(texts))
-        converted = source.phonemize_many(unique, language)
-        return cls({(language, text): phonemes for text, phonemes in zip(unique, converted, strict=True)})
-
     def save(self, path: Path) -> None:
         rows = [
             {
@@ -76,3 +69,26 @@ class PhonemeTable:
                 for row in document["entries"]
             }
         )
+
+
+class Recording:
+    """A PhonemeSource that answers from another and keeps every answer: the table of exactly
+    the texts a front end asked for (after its normalization and markup), whatever those are."""
+
+    def __init__(self, source: PhonemeSource) -> None:
+        self._source = source
+        self._entries: dict[tuple[str, str], Phonemes] = {}
+
+    def phonemize_many(self, texts: Sequence[str], language: str) -> list[Phonemes]:
+        converted = self._source.phonemize_many(texts, language)
+        self._entries.update({(language, text): phonemes for text, phonemes in zip(texts, converted, strict=True)})
+        return converted
+
+    def warm(self, language: str) -> None:
+        self._source.warm(language)
+
+    def close(self) -> None:
+        self._source.close()
+
+    def table(self) -> PhonemeTable:
+        return PhonemeTable(self._entries)

@@ -40,6 +40,7 @@ from voicestream.engine.streaming.windows import WindowPlan, for_listener
 from voicestream.engine.streaming.word_timings import tokenize, words_starting_in
 from voicestream.engine.text.frontend import PhonemeSource, TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
+from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.torch.kmodel import import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
@@ -109,6 +110,7 @@ class TorchEngine(SpeechEngine):
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
         self._split = TorchSplitRuntime(self._model)
+        self._frontend.vocabulary = frozenset(self._model.vocab)
         self._assets = assets
         # Warm the default voice end to end: G2P workers, voice file, first-inference kernel
         # setup (seconds on CUDA) happen here instead of in the first request.
@@ -168,19 +170,29 @@ class TorchEngine(SpeechEngine):
                 tensor = self._voice_files[name] = load_voice_tensor(assets.voice_path(name)).to(self.device)
             return tensor
 
-    def phonemes(self, text: str, voice: str) -> list[str]:
+    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
         """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
-        return [piece.text for piece in self._frontend.pieces(text, voice)]
+        return [piece.text for piece in self._frontend.pieces(text, voice, text_options)]
 
-    def _count_phonemes(self, texts: list[str], voice: str) -> int:
-        return self._frontend.count(texts, voice)
+    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
+        return self._frontend.count(texts, voice, text_options)
 
-    def _synthesize(self, text: str, voice: str, speed: float, ahead_s: float, behind: bool) -> Iterator[AudioChunk]:
+    def phoneme_vocabulary(self) -> frozenset[str]:
+        return self._frontend.vocabulary
+
+    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
+        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
+
+    def _synthesize(
+        self, text: str, voice: str, speed: float, ahead_s: float, behind: bool, text_options: TextOptions
+    ) -> Iterator[AudioChunk]:
         # G2P and voice loading happen now, so their errors surface at the call, not mid-stream.
-        return self._run(self._prepare(text, voice, speed), ahead_s, behind)
+        return self._run(self._prepare(text, voice, speed, text_options), ahead_s, behind)
 
-    def _prepare(self, text: str, voice: str, speed: float) -> _Request:
-        return _Request(self._frontend.pieces(text, voice), self.voice_tensor(voice), speed)
+    def _prepare(
+        self, text: str, voice: str, speed: float, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
+    ) -> _Request:
+        return _Request(self._frontend.pieces(text, voice, text_options), self.voice_tensor(voice), speed)
 
     def _run(self, request: _Request, ahead_s: float = 0.0, behind: bool = False) -> Iterator[AudioChunk]:
         """Per piece: encode once, then one chunk per decoder window (KPipeline's steps, minus its G2P)."""
