@@ -50,7 +50,10 @@ LONG_SENTENCE = (
 PATHOLOGICAL = " ".join("a-" * (150 - n) + "a." for n in range(4))
 PATIENT_G2P = G2PSettings(workers=2, timeout_s=15)
 MAX_SENTENCE_SEAM_EXCESS_DB = 1.5  # one sentence's seams (the gate's 1 dB holds over the sentences)
-MAX_BENCH_WER = 0.05  # over all bench sentences (Whisper tiny.en: the int8 engine 0.034, 2026-12-04)
+# Over all bench sentences (140 words). Whisper tiny.en misses ~7 of them on both engines alike
+# (2026-12-04: int8 0.047, torch 0.046; 0.034 and 0.033 before agent-text normalization): the
+# bound leaves room for a few words' rounding across hosts, the torch gate is relative to ONNX.
+MAX_BENCH_WER = 0.08
 WER_POINTS_OVER_ONNX = 0.01  # an engine compared with the ONNX engine: at most 1 point worse
 
 
