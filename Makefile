@@ -18,7 +18,7 @@ PIP_QUIET := --quiet --disable-pip-version-check
 help:
 	@echo "make demo    the main job: a voice agent's reply spoken bidi vs batch on the local default (real Kokoro-82M, CPU)"
 	@echo "make test    lint, type-check and every test (creates the environments it needs)"
-	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing)"
+	@echo "make models  fetch and verify the model weights and voices (done by demo/test when missing), and the torch weights where .venv-torch is"
 	@echo "make serve   run the local stack on 127.0.0.1:8080: the page at /, /speak, and the Kokoro server"
 	@echo "make bench   run the benchmarks, write benchmarks/results and benchmarks/REPORT.md"
 	@echo "make check   the fast tier, for every edit: lint + unit tests (no model, about a minute)"
@@ -126,6 +126,8 @@ npm:
 .PHONY: models
 models: venv npm
 	$(VENV)/bin/voicestream models fetch
+	# Where the torch environment is, the torch engine's weights too (derived once from the int8 export).
+	test ! -x $(VENV_TORCH)/bin/voicestream || $(VENV_TORCH)/bin/voicestream models fetch
 
 .PHONY: demo
 demo: models
@@ -201,7 +203,7 @@ test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
 	$(PYTEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
-test-torch: models venv-torch
+test-torch: venv-torch models
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
 	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch tests/torch
 

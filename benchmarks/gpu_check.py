@@ -2,8 +2,10 @@
 
 Built for a lent GPU machine (docs/engine.md, "The prepared GPU check"): nothing can be downloaded
 there and only the working tree travels (64 MiB), so neither the int8 export nor the 327 MB
-weights do. `prepare` (here) copies what is small and real, config.json and one voice, into a
-directory that travels; `run` (there) builds the real KModel architecture from it with random
+weights do, nor misaki and spaCy (over 100 MiB of wheels). `prepare` (here) copies what is small
+and real, config.json and one voice, into a directory that travels, with the phonemes of every
+sentence the check speaks (phonemes.json, converted by the real G2P: engine/text/phoneme_table.py);
+`run` (there) gives the engine that table in place of G2P and builds the real KModel architecture from it with random
 weights whose durations and pitch are calibrated (tests/support/checkpoint.py): compute per
 frame is the real model's, and speed does not depend on the weights' values. It measures, on
 `--device`:
@@ -16,8 +18,9 @@ frame is the real model's, and speed does not depend on the weights' values. It 
 
 It writes benchmarks/results/gpu_check.json with the machine record and the torch device.
 
-    .venv-torch/bin/python benchmarks/gpu_check.py prepare [--out .gpu-check-model]
-    PYTHONPATH=src:. python benchmarks/gpu_check.py run --device cuda --model-dir .gpu-check-model
+    PYTHONPATH=src:. .venv-torch/bin/python benchmarks/gpu_check.py prepare --wheels  # [--out .gpu-check-model]
+    # there: pip install --no-index --no-deps --target /tmp/gpu-check-site .gpu-check-model/wheels/*.whl
+    PYTHONPATH=src:.:/tmp/gpu-check-site python benchmarks/gpu_check.py run --device cuda
     PYTHONPATH=src:. python benchmarks/gpu_check.py run --device cpu --quick   # here, < 2 min
 """
 
@@ -25,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import math
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,24 +53,72 @@ from common import (
     write_json,
 )
 from first_audio_length import LENGTHS, sentence, summarise, timed
+from voicestream.chunker import split_sentences
+from voicestream.engine.base import check_text
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import CONFIG_FILE
+from voicestream.engine.text.frontend import TextFrontend
+from voicestream.engine.text.g2p import G2P
+from voicestream.engine.text.phoneme_table import PhonemeTable, Recording
 from voicestream.engine.torch.engine import TorchEngine
+from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT
+from voicestream.kokoro_server.runtime import WARM_UP_TEXT as SERVER_WARM_UP_TEXT
 from voicestream.stats import percentile
 from voicestream.wire.bidi import Limits
+from voicestream.wire.voices import OFFICIAL_VOICES
 
 VOICE = "af_heart"
 PREPARED = ROOT / ".gpu-check-model"  # git-ignored: pass it in the device run's `carry`
 TARGET_MS = 300.0
 SESSION_WORDS = 15  # what each simultaneous session speaks: one sentence of this many words
+PHONEMES_FILE = "phonemes.json"
+# What `run` imports beyond the GPU image's torch, numpy, onnx, onnxruntime and their dependencies
+# (python -X importtime on a quick run): KModel's transformers/ALBERT stack and the server's. misaki,
+# spaCy and phonemizer are not among them (phonemes.json). Python 3.12 wheels: 25.1 MiB.
+CARRIED = (
+    "kokoro", "loguru", "transformers", "tokenizers", "safetensors", "huggingface_hub", "kernels", "regex",
+    "PyYAML", "tqdm", "rich", "Pygments", "markdown-it-py", "mdurl", "attrs", "starlette", "uvicorn", "click",
+    "h11", "websockets", "httpx", "httpcore", "httpcore2", "httpx2", "anyio", "idna", "certifi", "truststore",
+    "Pebble", "soxr",
+)  # fmt: skip
+WHEEL_TARGET = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312")
+WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+ENGINE_WARM_UP_TEXT = "Hello."  # what TorchEngine.load speaks to warm up
+
+
+def spoken_texts() -> list[str]:
+    """Every text the run's engine is asked to phonemize: each sentence as the server cuts a
+    request (split_sentences) and as the engine receives it (check_text), and the warm-ups."""
+    warm_ups = [ENGINE_WARM_UP_TEXT, SERVER_WARM_UP_TEXT, SPEED_CHECK_TEXT]
+    requests = [*warm_ups, *(sentence(words) for words in (*LENGTHS, SESSION_WORDS))]
+    return sorted({check_text(part) for text in requests for part in split_sentences(text) or [text]})
 
 
 def prepare(source: Path, out: Path) -> Path:
-    """config.json and the voice's raw .bin (about 0.5 MB) from the real model directory."""
+    """config.json and the voice's raw .bin (about 0.5 MB) from the real model directory, and
+    the phoneme table of every text the run speaks (a few KB)."""
     (out / "voices").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / CONFIG_FILE, out / CONFIG_FILE)
     shutil.copyfile(source / "voices" / f"{VOICE}.bin", out / "voices" / f"{VOICE}.bin")
+    # The real front end asks the real G2P for each text, as the engine's will: what it asked is the table.
+    recording = Recording(G2P())
+    frontend = TextFrontend(OFFICIAL_VOICES, source=recording)
+    try:
+        frontend.count(spoken_texts(), VOICE)
+    finally:
+        frontend.close()
+    recording.table().save(out / PHONEMES_FILE)
     return out
+
+
+def download_wheels(out: Path) -> int:
+    """The CARRIED distributions, at this environment's versions, as Python 3.12 manylinux wheels
+    (pip's own client), for `pip install --no-index --no-deps --target` there; their bytes."""
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in CARRIED]
+    platforms = [option for platform in WHEEL_PLATFORMS for option in ("--platform", platform)]
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
+    subprocess.run([*command, *WHEEL_TARGET, *platforms, "--dest", str(out), *pins], check=True)
+    return sum(path.stat().st_size for path in out.glob("*.whl"))
 
 
 def device_record(device: str) -> dict[str, Any]:
@@ -144,7 +198,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="voicestream-gpu-check-") as scratch:
         built = time.perf_counter()
         model_dir = build_model_dir(args.model_dir, Path(scratch), (VOICE,))
-        engine = TorchEngine(model_dir, device=args.device, threads=args.threads)
+        phonemes = PhonemeTable.load(args.model_dir / PHONEMES_FILE)
+        engine = TorchEngine(model_dir, device=args.device, threads=args.threads, phonemes=phonemes)
         engine.load()  # warms G2P, the voice and the first kernels
         setup_s = time.perf_counter() - built
         try:
@@ -185,10 +240,13 @@ def main() -> None:
     prep = commands.add_parser("prepare", help="copy config.json and a voice into a directory that travels")
     prep.add_argument("--source", type=Path, default=None, help="the real model directory (default: the cache)")
     prep.add_argument("--out", type=Path, default=PREPARED)
+    prep.add_argument("--wheels", action="store_true", help="also download the CARRIED wheels into OUT/wheels")
     go = commands.add_parser("run", help="measure on --device and write the JSON")
     go.add_argument("--device", default="cuda")
     go.add_argument("--quick", action="store_true", help="tiny counts: checks the code path, not the numbers")
-    go.add_argument("--model-dir", type=Path, default=None, help="prepared directory (default: the cache)")
+    go.add_argument(
+        "--model-dir", type=Path, default=PREPARED, help=f"the prepared directory (default: {PREPARED.name})"
+    )
     go.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     go.add_argument("--repeats", type=int, default=None, help="runs per sentence length (default 5, quick 1)")
     go.add_argument("--max-sessions", type=int, default=None, help="stop doubling here (default 128, quick 2)")
@@ -197,9 +255,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "prepare":
         print(prepare(args.source or default_model_dir(), args.out))
+        if args.wheels:
+            print(f"wheels: {download_wheels(args.out / 'wheels') / 2**20:.1f} MiB in {args.out / 'wheels'}")
         return
-    if args.model_dir is None:
-        args.model_dir = PREPARED if (PREPARED / CONFIG_FILE).exists() else default_model_dir()
     report = run(args)
     write_json(args.out, report)
     levels = {row["sessions"]: row["first_audio_ms_p95"] for row in report["concurrency"]["levels"]}

@@ -27,6 +27,11 @@ def _models(args: argparse.Namespace) -> int:
         fetch_hub_assets(model_dir, revision=args.revision)
     elif args.action == "fetch":
         fetch_onnx_assets(model_dir)
+        from voicestream.engine import derive_torch_weights
+
+        checkpoint = derive_torch_weights(model_dir)  # where the torch engine is installed (make venv-torch)
+        if checkpoint is not None:
+            print(f"torch engine weights derived from the int8 export: {checkpoint}")
     else:
         assets = onnx_assets(model_dir)
         print(f"verified: {assets.model}, {assets.config}, voices in {assets.voices_dir}")

@@ -11,27 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
-from collections.abc import Iterator
 
 import httpx
-import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
-from tests.conftest import TEST_THREADS, ServerFactory
-from tests.support.server import LiveServer, start_server
+from tests.conftest import ServerFactory
+from tests.support.server import LiveServer
 from tests.support.session_client import collect, next_frame, send_json
-from voicestream.engine import G2PSettings, load_engine
 from voicestream.engine.base import SpeechEngine
-from voicestream.kokoro_server import create_app
 from voicestream.speech import BidiSession, Queued, RequestCompleted
 from voicestream.wire.bidi import Limits
 
 HUGE = "1" + "0" * 400  # an integer JSON allows and no float can hold
 JSON = {"content-type": "application/json"}
-# Four ~300-character sentences (the chunker's cut) that normalization leaves alone and misaki's
-# G2P needs ~7 s each for on a quiet 2-core machine: ~30 s in one G2P task, twice the patient
-# engine's limit whatever the machine's speed. (Distinct sentences: equal ones convert once.)
-PATHOLOGICAL = " ".join("a-" * (150 - n) + "a." for n in range(4))
 
 
 def post_invocation(server: LiveServer, raw: str) -> httpx.Response:
@@ -69,12 +61,7 @@ async def test_a_huge_speed_in_a_session_is_invalid_speed_and_the_session_goes_o
 # --- item 2: the work of one request ---------------------------------------------------------------
 
 
-def test_two_thousand_nines_are_refused_as_too_much_work(kokoro_server: LiveServer) -> None:
-    """Before: a cardinal of 2,000 digits (or an OverflowError in num2words): minutes of one worker."""
-    response = post_invocation(kokoro_server, json.dumps({"text": "9" * 2000}))
-    assert response.status_code == 413
-    body = response.json()
-    assert body["code"] == "text_too_complex" and "phonemes" in body["message"]
+# Two thousand nines refused as too much work: tests/support/guarantees.py, every engine.
 
 
 def test_a_long_number_within_the_budget_is_read_as_digit_groups(kokoro_server: LiveServer) -> None:
@@ -87,44 +74,7 @@ def test_a_pile_of_accents_is_spoken_as_one_letter(kokoro_server: LiveServer) ->
     assert response.status_code == 200 and response.content
 
 
-# --- item 3: one session's G2P never holds up another's --------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def patient_engine(kokoro_engine: SpeechEngine) -> Iterator[SpeechEngine]:
-    """Another real engine (beside `kokoro_engine`), with a long G2P limit, so the order below
-    has seconds of margin."""
-    engine = load_engine("onnx", threads=TEST_THREADS, g2p=G2PSettings(workers=2, timeout_s=15))
-    yield engine
-    engine.close()
-
-
-async def test_a_pathological_text_neither_stalls_other_sessions_nor_runs_unbounded(
-    patient_engine: SpeechEngine,
-) -> None:
-    """Session A's text needs minutes of G2P; session B says a short sentence meanwhile.
-    Before: one lock around G2P, so B's first audio waited for A's G2P (13.6 s in the issue,
-    minutes here), and A's G2P ran to its end. Now B completes while A's G2P still runs, and
-    A's G2P is stopped at its limit with text_too_complex."""
-    with start_server(create_app(patient_engine, Limits())) as server:
-        async with connect(server.ws_url) as stuck, connect(server.ws_url) as other:
-            await send_json(stuck, {"type": "synthesize", "text": PATHOLOGICAL, "request_id": "stuck"})
-            assert (await next_frame(stuck)).type == "synthesis_start"
-            await send_json(other, {"type": "synthesize", "text": "Hello there.", "request_id": "other"})
-            order: list[str] = []
-
-            async def ended(ws: ClientConnection, name: str) -> dict[str, object]:
-                while True:
-                    frame = await next_frame(ws)
-                    if frame.type in ("synthesis_complete", "error"):
-                        order.append(name)
-                        assert frame.control is not None
-                        return frame.control
-
-            stuck_end, other_end = await asyncio.gather(ended(stuck, "stuck"), ended(other, "other"))
-    assert other_end["type"] == "synthesis_complete"
-    assert stuck_end["type"] == "error" and stuck_end["code"] == "text_too_complex"
-    assert order == ["other", "stuck"]
+# --- item 3: one session's G2P never holds up another's: tests/support/guarantees.py, every engine
 
 
 # --- item 4: voice blends --------------------------------------------------------------------------

@@ -7,12 +7,14 @@ models fetch` fills (`make test` runs it first); the weights are generated per s
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.checkpoint import build_model_dir
 from voicestream.engine.models.assets import default_model_dir, manifest, verify_file
+from voicestream.engine.models.torch_assets import CHECKPOINT_FILE
 from voicestream.engine.torch.engine import TorchEngine
 
 PT_VOICES = ("af_heart", "bf_emma", "ef_dora")  # written as hexgrad's .pt tensors
@@ -46,3 +48,20 @@ def engine(model_dir: Path) -> TorchEngine:
     loaded = TorchEngine(model_dir, pacing=False)
     loaded.load()
     return loaded
+
+
+@pytest.fixture(scope="session")
+def derived_dir(source_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the real-weight engines below keep the weights derived from the int8 export (once)."""
+    assert not (source_dir / CHECKPOINT_FILE).exists(), "the shared model directory has hexgrad's checkpoint"
+    return tmp_path_factory.mktemp("derived-torch")
+
+
+@pytest.fixture(scope="session")
+def real_engine(source_dir: Path, derived_dir: Path) -> Iterator[TorchEngine]:
+    """The torch engine with real weights: derived from the shipped int8 export (weights.py).
+    Unpaced: paced windows depend on this machine's speed (tests/conftest.py)."""
+    engine = TorchEngine(source_dir, derived_dir=derived_dir, pacing=False)
+    engine.load()
+    yield engine
+    engine.close()

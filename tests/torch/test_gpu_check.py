@@ -4,6 +4,8 @@ The check is meant for a lent GPU machine (docs/engine.md, "The prepared GPU che
 runs the same code with `--device cpu --quick` so that it cannot rot between loans: `prepare`
 builds the directory that travels, `run` measures from it and writes the JSON. Only the report's
 structure is checked, and that every measurement is present and finite: no timing thresholds.
+`run` goes without misaki, spaCy and phonemizer (they do not fit in what travels): here they are
+made unimportable for it, so a run that needed them fails.
 """
 
 from __future__ import annotations
@@ -19,10 +21,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 LENGTHS = ("5", "15", "30", "50")
+# The G2P's packages, absent where the check runs (docs/engine.md, "The prepared GPU check").
+NOT_THERE = ("misaki", "spacy", "phonemizer", "espeakng_loader", "en_core_web_sm")
 
 
-def gpu_check(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+def unimportable(directory: Path, names: tuple[str, ...]) -> Path:
+    """A directory that, first on the path, makes importing each of `names` fail."""
+    for name in names:
+        (directory / name).mkdir(parents=True)
+        (directory / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is not installed on the GPU machine')\n"
+        )
+    return directory
+
+
+def gpu_check(*args: str, before: Path | None = None) -> subprocess.CompletedProcess[str]:
+    paths = [str(ROOT / "src"), str(ROOT)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*([str(before)] if before else []), *paths])}
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
@@ -36,11 +51,23 @@ def test_quick_cpu_run_writes_every_measurement(source_dir: Path, tmp_path: Path
     prepared = tmp_path / "prepared"
     done = gpu_check("prepare", "--source", str(source_dir), "--out", str(prepared))
     assert done.returncode == 0, done.stderr
-    # What travels to the GPU machine: the real config and one voice, well under a megabyte.
+    # What travels to the GPU machine: the real config, one voice and the phoneme table, well under a megabyte.
     assert sum(f.stat().st_size for f in prepared.rglob("*") if f.is_file()) < 1_000_000
+    assert (prepared / "phonemes.json").is_file()
     out = tmp_path / "gpu_check.json"
+    blocked = unimportable(tmp_path / "blocked", NOT_THERE)
     done = gpu_check(
-        "run", "--device", "cpu", "--quick", "--threads", "2", "--model-dir", str(prepared), "--out", str(out)
+        "run",
+        "--device",
+        "cpu",
+        "--quick",
+        "--threads",
+        "2",
+        "--model-dir",
+        str(prepared),
+        "--out",
+        str(out),
+        before=blocked,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(out.read_text())

@@ -1,9 +1,10 @@
 """The torch engine speaks with real weights offline: KModel weights derived from the shipped int8
 export (engine/torch/weights.py) on first load, heard against the int8 graph itself.
 
-Whisper does not run in this environment (faster-whisper lives in the main one), so each bench
-sentence's audio is compared with the int8 ONNX graph's audio for the same phonemes and voice:
-log-mel distance over the loud frames and the correlation of the two log-mel spectrograms. The
+Beside Whisper's verdict (tests/torch/test_torch_guarantees.py: the bench WER within 1 point of
+the ONNX engine's), each bench sentence's audio is compared with the int8 ONNX graph's audio for
+the same phonemes and voice: log-mel distance over the loud frames and the correlation of the two
+log-mel spectrograms. The
 same gate is run on the random-weight engine (conftest.py), which must fail it: the thresholds
 tell speech from noise, not two runs of one model (the harmonic source draws random noise, and
 the graph's weights are int8: the derived float model is not the graph sample for sample).
@@ -36,12 +37,11 @@ MIN_MEL_CORRELATION = 0.9
 
 
 @pytest.fixture(scope="module")
-def real_engine(source_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchEngine]:
+def real_engine(source_dir: Path, derived_dir: Path) -> Iterator[TorchEngine]:
+    """conftest.py's engine, except that the weights are under test here, not the streaming: with
+    the leading silence, as the int8 graph it is compared with."""
     assert not (source_dir / CHECKPOINT_FILE).exists(), "the shared model directory has hexgrad's checkpoint"
-    # The weights are under test, not the streaming: unpaced (paced windows depend on this
-    # machine's speed) and with the leading silence, as the int8 graph it is compared with.
-    derived = tmp_path_factory.mktemp("derived-torch")
-    engine = TorchEngine(source_dir, derived_dir=derived, pacing=False, lead_in_frames=None)
+    engine = TorchEngine(source_dir, derived_dir=derived_dir, pacing=False, lead_in_frames=None)
     engine.load()
     yield engine
     engine.close()

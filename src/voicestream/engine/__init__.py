@@ -29,6 +29,7 @@ __all__ = [
     "UnknownVoiceError",
     "WordTiming",
     "create_engine",
+    "derive_torch_weights",
     "load_engine",
 ]
 
@@ -80,3 +81,23 @@ def load_engine(
     engine = create_engine(backend, model_dir, threads, device, g2p=g2p)
     engine.load()
     return engine
+
+
+def derive_torch_weights(model_dir: Path | None = None) -> Path | None:
+    """Where the torch engine is installed, its checkpoint derived now (once) from the model
+    directory's int8 export, where the engine looks for it, rather than at its first load; the
+    checkpoint's path. None: torch or kokoro is not installed, or the directory holds hexgrad's
+    own checkpoint (used as it is) or no int8 export."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("kokoro") is None:
+        return None
+    from voicestream.engine.models.assets import default_model_dir
+    from voicestream.engine.models.torch_assets import CHECKPOINT_FILE, CONFIG_FILE
+    from voicestream.engine.torch.weights import derived_checkpoint, int8_source
+
+    root = model_dir or default_model_dir()
+    source = int8_source(root)
+    if source is None or (root / CHECKPOINT_FILE).is_file():
+        return None
+    return derived_checkpoint(source, root / CONFIG_FILE)

@@ -14,9 +14,16 @@ request's lexicon is rewritten into inline markup after normalization and before
 words keep their names: misaki's tokens of markup are the bracketed words), phoneme input
 skips both, and phonemes a client wrote are checked against the model's vocabulary
 (`vocabulary`, set by the engine when it loads its config.json).
+
+Where the phonemes come from is a `PhonemeSource`: the G2P pool unless the engine is given
+another, such as a table of fixed sentences' phonemes (phoneme_table.py: the prepared GPU check,
+which runs where misaki and spaCy are not installed).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
 
 from voicestream.engine.base import check_voice
 from voicestream.engine.text.agent_text import ENGLISH, NormalizedText, normalize_agent_text, source_words
@@ -25,19 +32,30 @@ from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.text.pronunciation import apply_lexicon, check_request, phoneme_input, respellings_used
 
 
+class PhonemeSource(Protocol):
+    """Text to phonemes for the front end; `G2P` (g2p.py) is the default one."""
+
+    def phonemize_many(self, texts: Sequence[str], language: str) -> list[Phonemes]:
+        """The phonemes of each text, in one time-bounded task (the work budget's measure)."""
+        ...
+
+    def warm(self, language: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class TextFrontend:
     """Thread-safe: any number of synthesis threads may call it at once."""
 
-    def __init__(self, voices: tuple[str, ...], g2p: G2PSettings | None = None) -> None:
+    def __init__(
+        self, voices: tuple[str, ...], g2p: G2PSettings | None = None, *, source: PhonemeSource | None = None
+    ) -> None:
+        """`g2p`: the default source's worker pool; `source`: phonemes from elsewhere (then `g2p` is unused)."""
         self._voices = voices
-        self._g2p = G2P(g2p)
+        self._g2p: PhonemeSource = source or G2P(g2p)
         # Kokoro's phoneme symbols (config.json's vocab); empty until the engine has loaded it,
         # and then nothing a client wrote is checked.
         self.vocabulary: frozenset[str] = frozenset()
-
-    @property
-    def settings(self) -> G2PSettings:
-        return self._g2p.settings
 
     def language(self, voice: str) -> str:
         """The G2P language of a voice spec (every voice of a blend speaks the same one)."""

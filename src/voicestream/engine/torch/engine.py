@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicestream import env
 from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
 from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import (
@@ -41,9 +40,10 @@ from voicestream.engine.models.torch_assets import (
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
 from voicestream.engine.streaming.windows import WindowPlan
-from voicestream.engine.text.frontend import TextFrontend
+from voicestream.engine.text.frontend import PhonemeSource, TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
+from voicestream.engine.torch.kmodel import import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.wire.bidi import DEFAULT_VOICE
@@ -58,12 +58,8 @@ DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=240, context=16, fron
 
 
 def import_kokoro() -> tuple[Any, Any]:
-    # Every file is passed explicitly, so a download attempt is a bug: fail at once, not after
-    # ~25 s of retries. huggingface_hub reads this when first imported, hence before kokoro.
-    env.export("HF_HUB_OFFLINE", "1")
-    from kokoro import KModel, KPipeline
-
-    return KModel, KPipeline
+    """(KModel, KPipeline); the engine itself needs only KModel (kmodel.py: without misaki)."""
+    return import_kmodel(), import_kpipeline()
 
 
 class TorchEngine(SpeechEngine):
@@ -80,6 +76,7 @@ class TorchEngine(SpeechEngine):
         derived_dir: Path | None = None,
         pacing: bool = True,
         lead_in_frames: int | None = LEAD_IN_FRAMES,
+        phonemes: PhonemeSource | None = None,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
         `decoder_windows` None decodes each piece whole, leading silence included (one chunk per
@@ -89,7 +86,8 @@ class TorchEngine(SpeechEngine):
         end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
         directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
         once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
-        `derived-torch/` beside the model when writable, else voicestream's cache)."""
+        `derived-torch/` beside the model when writable, else voicestream's cache). `phonemes`: the
+        front end's source in place of the G2P pool (a PhonemeTable: benchmarks/gpu_check.py)."""
         super().__init__()
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
@@ -103,7 +101,7 @@ class TorchEngine(SpeechEngine):
         self._model: Any = None
         self._split: TorchSplitRuntime | None = None
         self._pipeline: Pipeline[TorchSentenceFeatures, torch.Tensor] | None = None
-        self._frontend = TextFrontend(self.voices(), g2p)
+        self._frontend = TextFrontend(self.voices(), g2p, source=phonemes)
         self._voice_lock = threading.Lock()
         self._voice_files: dict[str, torch.Tensor] = {}
 
@@ -114,7 +112,7 @@ class TorchEngine(SpeechEngine):
         self.device = self._resolve_device()
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        kmodel_class, _pipeline_class = import_kokoro()
+        kmodel_class = import_kmodel()
         with warnings.catch_warnings():
             # torch's deprecation notes about weight_norm and LSTM dropout inside kokoro's modules.
             warnings.simplefilter("ignore", (UserWarning, FutureWarning))
