@@ -27,6 +27,16 @@ def whole_torch(source_dir: Path, derived_dir: Path, real_engine: TorchEngine) -
     engine.close()
 
 
+@pytest.fixture(scope="module")
+def windowed_torch(source_dir: Path, derived_dir: Path, real_engine: TorchEngine) -> Iterator[TorchEngine]:
+    """Windows on the plan with the leading silence kept: frame for frame the whole decoding's
+    (which keeps it, being KModel.forward's samples), so the seam gate compares like with like."""
+    engine = TorchEngine(source_dir, derived_dir=derived_dir, pacing=False, lead_in_frames=None)
+    engine.load()
+    yield engine
+    engine.close()
+
+
 @cache
 def onnx_wer() -> float:
     """The ONNX engine's bench WER (the main tier's engine: windows on the plan's schedule)."""
@@ -40,10 +50,19 @@ def onnx_wer() -> float:
 
 class TestTorchGuarantees(EngineGuarantees):
     @pytest.fixture
-    def kit(self, real_engine: TorchEngine, whole_torch: TorchEngine, source_dir: Path, derived_dir: Path) -> EngineKit:
+    def kit(
+        self,
+        real_engine: TorchEngine,
+        whole_torch: TorchEngine,
+        windowed_torch: TorchEngine,
+        source_dir: Path,
+        derived_dir: Path,
+    ) -> EngineKit:
         def patient(g2p: G2PSettings) -> TorchEngine:
             engine = TorchEngine(source_dir, derived_dir=derived_dir, g2p=g2p, pacing=False)
             engine.load()
             return engine
 
-        return EngineKit(engine=real_engine, whole=whole_torch, patient=patient, onnx_wer=onnx_wer)
+        return EngineKit(
+            engine=real_engine, whole=whole_torch, patient=patient, onnx_wer=onnx_wer, windowed=windowed_torch
+        )
