@@ -25,44 +25,19 @@ import time
 from typing import Any
 
 from common import ROOT, LocalServer, base_parser, header, kokoro_server, write_json
-from voicestream.speech import Audio, BidiSession, RequestCompleted
-from voicestream.wire.bidi import SAMPLE_RATE, Flushed
-from voicestream.wire.errors import ErrorMessage
+from voicestream.wire.bidi import SAMPLE_RATE
 
 sys.path.insert(0, str(ROOT))  # the ASR helper and the cases live with the tests
 from tests.support.asr import error_rate, transcribe_language
-from tests.support.languages import CASES, MORE_TEXTS, LanguageCase
+from tests.support.languages import CASES, MORE_TEXTS, LanguageCase, stream_reply
 
 
 async def speak(server: LocalServer, voice: str, text: str) -> tuple[bytes, int, float]:
     """`text` streamed into one utterance: its PCM audio, how many requests the chunker made
-    of it, and the seconds from the first append to the end of its last request."""
-    audio = bytearray()
-    async with BidiSession.websocket(server.ws_url, silence_timeout=120) as session:
-        await session.configure(voice=voice)
-        started = time.perf_counter()
-        for start in range(0, len(text), 4):
-            await session.append(text[start : start + 4])
-        await session.flush()
-        flushed: Flushed | None = None
-        done: set[str] = set()
-        errors: list[str] = []
-        async for event in session.events():
-            if isinstance(event, Audio):
-                audio += event.data
-            elif isinstance(event, Flushed):
-                flushed = event
-            elif isinstance(event, RequestCompleted):
-                done.add(event.request_id)
-            elif isinstance(event, ErrorMessage) and event.request_id is not None:
-                errors.append(f"{event.code}: {event.message}")
-                done.add(event.request_id)
-            if flushed is not None and done >= set(flushed.request_ids):
-                break
-        elapsed = time.perf_counter() - started
-    assert flushed is not None
-    assert not errors, errors
-    return bytes(audio), len(flushed.request_ids), elapsed
+    of it, and the seconds from opening the session to the end of its last request."""
+    started = time.perf_counter()
+    audio, requests = await stream_reply(server.ws_url, voice, text)
+    return audio, len(requests), time.perf_counter() - started
 
 
 def score(case: LanguageCase, reference: str, heard: str) -> float | None:

@@ -12,13 +12,13 @@ from types import ModuleType
 
 import pytest
 
-from tests.support.languages import CASES, HINDI_PHONEMES, LanguageCase
+from tests.support.languages import CASES, HINDI_PHONEMES, LanguageCase, stream_reply
 from tests.support.server import LiveServer
 from voicestream.engine.base import SpeechEngine
 from voicestream.engine.text.g2p import G2P
 from voicestream.env import default_model_dir
 from voicestream.speech import Audio, BidiSession, RequestCompleted
-from voicestream.wire.bidi import SAMPLE_RATE, Flushed, Words
+from voicestream.wire.bidi import SAMPLE_RATE, Words
 from voicestream.wire.errors import ErrorMessage
 
 MAX_ERROR = 0.10
@@ -27,30 +27,7 @@ MAX_ERROR = 0.10
 async def speak_streamed(server: LiveServer, case: LanguageCase) -> tuple[bytes, tuple[str, ...]]:
     """The case's text appended four characters at a time, then flushed: its PCM audio and the
     requests the chunker made of it."""
-    audio = bytearray()
-    async with BidiSession.websocket(server.ws_url, silence_timeout=120) as session:
-        await session.configure(voice=case.voice)
-        for start in range(0, len(case.text), 4):
-            await session.append(case.text[start : start + 4], request_id="reply")
-        await session.flush()
-        flushed: Flushed | None = None
-        done: set[str] = set()
-        errors: list[str] = []
-        async for event in session.events():
-            if isinstance(event, Audio):
-                audio += event.data
-            elif isinstance(event, Flushed):
-                flushed = event
-            elif isinstance(event, RequestCompleted):
-                done.add(event.request_id)
-            elif isinstance(event, ErrorMessage) and event.request_id is not None:
-                errors.append(f"{event.code}: {event.message}")
-                done.add(event.request_id)
-            if flushed is not None and done >= set(flushed.request_ids):
-                break
-    assert flushed is not None
-    assert not errors, errors
-    return bytes(audio), flushed.request_ids
+    return await stream_reply(server.ws_url, case.voice, case.text)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.language)

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from voicestream.speech import Audio, BidiSession, RequestCompleted
+from voicestream.wire.bidi import Flushed
+from voicestream.wire.errors import ErrorMessage
+
 
 @dataclass(frozen=True, slots=True)
 class LanguageCase:
@@ -72,3 +76,33 @@ MORE_TEXTS: dict[str, tuple[str, ...]] = {
 
 # Urdu script drops short vowels, so the Hindi gate also pins the exact phonemes of its text.
 HINDI_PHONEMES = "nəmˈʌsteː, ˌaːp kˈɛːseː hɛ\u0303? mɛ\u0303 ˈaːɟ baːzˈaːɾ ɟˈaː ɾˌəhaː hu\u0303"  # combining tildes
+
+
+async def stream_reply(ws_url: str, voice: str, text: str) -> tuple[bytes, tuple[str, ...]]:
+    """`text` streamed into a bidi session four characters at a time, as an LLM writes it, then
+    flushed: (the audio of every request the chunker cut, those requests' ids). A request that
+    ends in an error fails the caller at once, naming it."""
+    audio = bytearray()
+    async with BidiSession.websocket(ws_url, silence_timeout=120) as session:
+        await session.configure(voice=voice)
+        for start in range(0, len(text), 4):
+            await session.append(text[start : start + 4], request_id="reply")
+        await session.flush()
+        flushed: Flushed | None = None
+        done: set[str] = set()
+        errors: list[str] = []
+        async for event in session.events():
+            if isinstance(event, Audio):
+                audio += event.data
+            elif isinstance(event, Flushed):
+                flushed = event
+            elif isinstance(event, RequestCompleted):
+                done.add(event.request_id)
+            elif isinstance(event, ErrorMessage) and event.request_id is not None:
+                errors.append(f"{event.code}: {event.message}")
+                done.add(event.request_id)
+            if flushed is not None and done >= set(flushed.request_ids):
+                break
+    assert flushed is not None
+    assert not errors, errors
+    return bytes(audio), flushed.request_ids
