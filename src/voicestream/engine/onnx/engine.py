@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from voicestream import env
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine
+from voicestream.engine.base import AudioChunk, EngineError
+from voicestream.engine.kokoro import KokoroEngine
 from voicestream.engine.models.assets import OnnxAssets, manifest, onnx_assets, read_voice
 from voicestream.engine.onnx.graphs import choose_derived_dir, split_graphs
 from voicestream.engine.onnx.runtime import OnnxSplitRuntime, SentenceFeatures, join
@@ -37,12 +38,10 @@ from voicestream.engine.streaming.lookahead import LookaheadPlan
 from voicestream.engine.streaming.pacing import MARGIN as PACING_MARGIN
 from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
 from voicestream.engine.streaming.windows import WindowPlan
-from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
-from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
+from voicestream.engine.text.options import TextOptions
 from voicestream.engine.text.voices import VoiceTables
 from voicestream.env import DecoderWindows
-from voicestream.wire.voices import OFFICIAL_VOICES
 
 VoiceArray = npt.NDArray[np.float32]
 VOICE_SHAPE = (510, 256)
@@ -105,7 +104,7 @@ def default_threads() -> int:
     return min(os.cpu_count() or 1, 4)
 
 
-class OnnxEngine(SpeechEngine):
+class OnnxEngine(KokoroEngine):
     name = "onnx"
 
     def __init__(
@@ -121,12 +120,11 @@ class OnnxEngine(SpeechEngine):
         the split graphs are derived (default: `derived/` beside the model when it holds them or
         is writable, else voicestream's cache). `g2p`: its worker processes (each conversion
         time-bounded: g2p.py)."""
-        super().__init__()
+        super().__init__(g2p)
         self.model_dir = model_dir
         self.threads = threads or default_threads()
         self.strategy = strategy
         self.derived_dir = derived_dir
-        self._frontend = TextFrontend(self.voices(), g2p)
         self._voice_tables = VoiceTables(self._voice_file, self.voices())  # bounded LRU of blends
         self._assets: OnnxAssets | None = None
         self._split: OnnxSplitRuntime | None = None
@@ -162,12 +160,6 @@ class OnnxEngine(SpeechEngine):
         self._voice("af_heart")
         self._frontend.warm()
 
-    def voices(self) -> tuple[str, ...]:
-        return OFFICIAL_VOICES
-
-    def close(self) -> None:
-        self._frontend.close()
-
     def _voice(self, spec: str) -> VoiceArray:
         """The (blended) style table of a voice spec (cached by canonical blend, bounded)."""
         return self._voice_tables.get(spec)
@@ -178,23 +170,6 @@ class OnnxEngine(SpeechEngine):
         assert self._assets is not None
         raw = np.frombuffer(read_voice(self._assets, name), dtype="<f4").copy()
         return raw.reshape(VOICE_SHAPE)
-
-    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
-        """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
-        return [piece.text for piece in self.phoneme_pieces(text, voice, text_options)]
-
-    def phoneme_pieces(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[Phonemes]:
-        """The pieces with their words (English voices; other languages carry no words)."""
-        return self._frontend.pieces(text, voice, text_options)
-
-    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
-        return self._frontend.count(texts, voice, text_options)
-
-    def phoneme_vocabulary(self) -> frozenset[str]:
-        return self._frontend.vocabulary
-
-    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
-        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
 
     def _synthesize(
         self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions

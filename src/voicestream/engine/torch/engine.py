@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicestream.engine.base import AudioChunk, EngineError, SpeechEngine, check_voice
-from voicestream.engine.models.assets import default_model_dir
+from voicestream.engine.base import AudioChunk, EngineError, check_voice
+from voicestream.engine.kokoro import KokoroEngine
 from voicestream.engine.models.torch_assets import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -40,14 +40,14 @@ from voicestream.engine.models.torch_assets import (
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
 from voicestream.engine.streaming.windows import WindowPlan
-from voicestream.engine.text.frontend import PhonemeSource, TextFrontend
+from voicestream.engine.text.frontend import PhonemeSource
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.torch.kmodel import import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
+from voicestream.env import default_model_dir
 from voicestream.wire.bidi import DEFAULT_VOICE
-from voicestream.wire.voices import OFFICIAL_VOICES
 
 REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 # One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
@@ -62,7 +62,7 @@ def import_kokoro() -> tuple[Any, Any]:
     return import_kmodel(), import_kpipeline()
 
 
-class TorchEngine(SpeechEngine):
+class TorchEngine(KokoroEngine):
     name = "torch"
 
     def __init__(
@@ -88,7 +88,7 @@ class TorchEngine(SpeechEngine):
         once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
         `derived-torch/` beside the model when writable, else voicestream's cache). `phonemes`: the
         front end's source in place of the G2P pool (a PhonemeTable: benchmarks/gpu_check.py)."""
-        super().__init__()
+        super().__init__(g2p, phonemes)
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
         self.threads = threads
@@ -101,7 +101,6 @@ class TorchEngine(SpeechEngine):
         self._model: Any = None
         self._split: TorchSplitRuntime | None = None
         self._pipeline: Pipeline[TorchSentenceFeatures, torch.Tensor] | None = None
-        self._frontend = TextFrontend(self.voices(), g2p, source=phonemes)
         self._voice_lock = threading.Lock()
         self._voice_files: dict[str, torch.Tensor] = {}
 
@@ -169,12 +168,6 @@ class TorchEngine(SpeechEngine):
             )
         return device
 
-    def voices(self) -> tuple[str, ...]:
-        return OFFICIAL_VOICES
-
-    def close(self) -> None:
-        self._frontend.close()
-
     def voice_tensor(self, spec: str) -> torch.Tensor:
         """The (blended) style table [510, 1, 256] of a voice spec, on the model's device."""
         assets = self._assets
@@ -192,19 +185,6 @@ class TorchEngine(SpeechEngine):
                 tensor = self._voice_files[name] = load_voice_tensor(assets.voice_path(name)).to(self.device)
             return tensor
 
-    def phonemes(self, text: str, voice: str, text_options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
-        """The phoneme pieces (each <= 510) that `synthesize` would speak for `text`."""
-        return [piece.text for piece in self._frontend.pieces(text, voice, text_options)]
-
-    def _count_phonemes(self, texts: list[str], voice: str, text_options: TextOptions) -> int:
-        return self._frontend.count(texts, voice, text_options)
-
-    def phoneme_vocabulary(self) -> frozenset[str]:
-        return self._frontend.vocabulary
-
-    def _phonemize(self, texts: list[str], voice: str, text_options: TextOptions) -> list[str]:
-        return [phonemes.text for phonemes in self._frontend.phonemize(texts, voice, text_options)]
-
     def _synthesize(
         self, text: str, voice: str, speed: float, listener: Listener, text_options: TextOptions
     ) -> Iterator[AudioChunk]:
@@ -214,7 +194,7 @@ class TorchEngine(SpeechEngine):
     def _prepare(
         self, text: str, voice: str, speed: float, text_options: TextOptions = DEFAULT_TEXT_OPTIONS
     ) -> _Request:
-        return _Request(self._frontend.pieces(text, voice, text_options), self.voice_tensor(voice), speed)
+        return _Request(self.phoneme_pieces(text, voice, text_options), self.voice_tensor(voice), speed)
 
     def _run(self, request: _Request, listener: Listener | None = None) -> Iterator[AudioChunk]:
         """The shared pipeline over the KModel split (KPipeline's steps, minus its G2P)."""
