@@ -55,12 +55,12 @@ from common import (
 from first_audio_length import LENGTHS, sentence, summarise, timed
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import check_text
-from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.models.torch_assets import CONFIG_FILE
 from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2P
 from voicestream.engine.text.phoneme_table import PhonemeTable, Recording
 from voicestream.engine.torch.engine import TorchEngine
+from voicestream.env import default_model_dir
 from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT as SERVER_WARM_UP_TEXT
 from voicestream.stats import percentile

@@ -29,9 +29,9 @@ from tests.support.checkpoint import build_model_dir
 
 from common import RESULTS, LoadMeter, machine, write_json
 from first_audio_length import LENGTHS, sentence, summarise, timed
-from voicestream.engine.models.assets import default_model_dir
 from voicestream.engine.streaming.windows import plan_windows
 from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
+from voicestream.env import default_model_dir
 
 VOICE = "af_heart"
 

@@ -18,7 +18,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _models(args: argparse.Namespace) -> int:
-    from voicestream.engine.models.assets import default_model_dir, fetch_onnx_assets, onnx_assets
+    from voicestream.engine.models.assets import fetch_onnx_assets, onnx_assets
+    from voicestream.env import default_model_dir
 
     model_dir = args.model_dir or default_model_dir()
     if args.action == "fetch" and args.source == "huggingface":

@@ -30,7 +30,7 @@ import pytest
 from tests.container.engine import Container, DockerEngine, ensure_tools, run_detached
 from tests.sam.conftest import sam_build, sam_env  # noqa: F401 (the SAM tier's fixtures, shared)
 from voicestream.aws.deploy.local_image import LOCAL_TAG, build, run_command
-from voicestream.engine.models.assets import default_model_dir
+from voicestream.env import default_model_dir
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 300.0

@@ -8,13 +8,13 @@ import pytest
 from voicestream.engine import G2PSettings
 from voicestream.engine.models.assets import (
     AssetError,
-    default_model_dir,
     manifest,
     onnx_assets,
     read_voice,
     verify_file,
 )
 from voicestream.engine.onnx.engine import OnnxEngine
+from voicestream.env import default_model_dir
 
 
 @pytest.fixture

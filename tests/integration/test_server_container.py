@@ -19,7 +19,7 @@ from dockerfile_parse import DockerfileParser
 
 from voicestream.aws.deploy.local_image import CPU_BUILD_ARGS
 from voicestream.devserver import wait_until_ready
-from voicestream.engine.models.assets import default_model_dir
+from voicestream.env import default_model_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "container" / "Dockerfile"

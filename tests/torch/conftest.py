@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.checkpoint import build_model_dir
-from voicestream.engine.models.assets import default_model_dir, manifest, verify_file
+from voicestream.engine.models.assets import manifest, verify_file
 from voicestream.engine.models.torch_assets import CHECKPOINT_FILE
 from voicestream.engine.torch.engine import TorchEngine
+from voicestream.env import default_model_dir
 
 PT_VOICES = ("af_heart", "bf_emma", "ef_dora")  # written as hexgrad's .pt tensors
 BIN_VOICES = ("am_michael",)  # kept as our raw float32 .bin: the engine reads both

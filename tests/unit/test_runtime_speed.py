@@ -15,7 +15,7 @@ from tests.support.clocks import TickingClock
 from tests.support.fakes import ToneEngine
 from voicestream.kokoro_server import create_app
 from voicestream.kokoro_server.logs import capture_json_logs
-from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT, ServerRuntime, check_speed
+from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT, ServerRuntime, measure_speed
 from voicestream.wire.bidi import SAMPLE_RATE, Limits
 
 CHUNK_MS = 100
@@ -24,7 +24,7 @@ CHUNK_MS = 100
 def test_the_speed_check_divides_compute_by_audio() -> None:
     engine = ToneEngine(chunk_ms=CHUNK_MS)
     engine.load()
-    check = check_speed(engine, SPEED_CHECK_TEXT, TickingClock(0.01))
+    check = measure_speed(engine, SPEED_CHECK_TEXT, TickingClock(0.01))
     chunks = -(-engine.samples_for(SPEED_CHECK_TEXT) // engine.chunk_samples)
     # Two reads per chunk and two for the end of the stream: 0.01 s between each pair.
     assert check.compute_s == pytest.approx((chunks + 1) * 0.01)

@@ -92,9 +92,9 @@ def derive_torch_weights(model_dir: Path | None = None) -> Path | None:
 
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("kokoro") is None:
         return None
-    from voicestream.engine.models.assets import default_model_dir
     from voicestream.engine.models.torch_assets import CHECKPOINT_FILE, CONFIG_FILE
     from voicestream.engine.torch.weights import derived_checkpoint, int8_source
+    from voicestream.env import default_model_dir
 
     root = model_dir or default_model_dir()
     source = int8_source(root)

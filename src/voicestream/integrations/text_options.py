@@ -13,12 +13,12 @@ from voicestream.wire.pronunciation import parse_lexicon
 
 
 @dataclass(frozen=True, slots=True)
-class TextOptions:
+class RequestTextOptions:
     lexicon: dict[str, str] | None = None  # word -> "/phonemes/" or a respelling
     normalize: bool | None = None  # None: the server's default (on)
 
 
-def text_options(upstream: Upstream, lexicon: Mapping[str, str] | None, normalize: bool | None) -> TextOptions:
+def text_options(upstream: Upstream, lexicon: Mapping[str, str] | None, normalize: bool | None) -> RequestTextOptions:
     """The options, validated as the server would; ValueError names what is wrong."""
     if upstream != "kokoro" and (lexicon is not None or normalize is not None):
         raise ValueError("lexicon and normalize are Kokoro options: the vLLM-Omni upstream takes neither")
@@ -29,4 +29,4 @@ def text_options(upstream: Upstream, lexicon: Mapping[str, str] | None, normaliz
         parse_lexicon(words)
     except ProtocolError as error:
         raise ValueError(str(error)) from error
-    return TextOptions(words, normalize)
+    return RequestTextOptions(words, normalize)

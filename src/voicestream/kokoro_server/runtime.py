@@ -73,7 +73,7 @@ class RuntimeStats:
 
 
 @dataclass(frozen=True, slots=True)
-class SpeedCheck:
+class SpeedMeasurement:
     """One synthesis timed at start: seconds of compute per second of audio."""
 
     compute_s: float
@@ -94,7 +94,7 @@ class SpeedCheck:
         }
 
 
-def check_speed(engine: SpeechEngine, text: str, clock: Callable[[], float] = time.perf_counter) -> SpeedCheck:
+def measure_speed(engine: SpeechEngine, text: str, clock: Callable[[], float] = time.perf_counter) -> SpeedMeasurement:
     """Synthesize `text` once, timing the compute of each chunk as the engine produces it."""
     compute_s = 0.0
     samples = 0
@@ -104,7 +104,7 @@ def check_speed(engine: SpeechEngine, text: str, clock: Callable[[], float] = ti
         chunk = next(chunks, None)
         compute_s += clock() - started
         if chunk is None:
-            return SpeedCheck(compute_s=compute_s, audio_s=samples / SAMPLE_RATE)
+            return SpeedMeasurement(compute_s=compute_s, audio_s=samples / SAMPLE_RATE)
         samples += len(chunk.samples)
 
 
@@ -148,7 +148,7 @@ class ServerRuntime:
         self.stats = RuntimeStats()
         self.readiness = Readiness.LOADING
         self.error: str | None = None
-        self.speed: SpeedCheck | None = None  # measured at start, before readiness
+        self.speed: SpeedMeasurement | None = None  # measured at start, before readiness
         self._clock = clock
         self._engine_source = engine
         self._engine: SpeechEngine | None = None
@@ -210,7 +210,7 @@ class ServerRuntime:
         # The first inference allocates onnxruntime/torch buffers: pay that before /ping says 200.
         for _chunk in engine.synthesize(self._warm_up_text):
             pass
-        self.speed = check_speed(engine, SPEED_CHECK_TEXT, self._clock)
+        self.speed = measure_speed(engine, SPEED_CHECK_TEXT, self._clock)
         return engine
 
     def close(self) -> None:

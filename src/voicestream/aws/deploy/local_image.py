@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise DeployError(f"{root} is not a voicestream checkout (no {', '.join(CHECKOUT_MARKERS)})")
             print(build(root, args.tag, args.debian_image))
             return 0
-        from voicestream.engine.models.assets import default_model_dir
+        from voicestream.env import default_model_dir
 
         model_dir = args.model_dir or default_model_dir()
         if not model_dir.is_dir():

@@ -43,11 +43,6 @@ def manifest() -> dict[str, Any]:
     return result
 
 
-def default_model_dir() -> Path:
-    """$VOICESTREAM_MODEL_DIR, else $XDG_CACHE_HOME (or ~/.cache)/voicestream/kokoro-82m."""
-    return env.default_model_dir()
-
-
 @dataclass(frozen=True, slots=True)
 class OnnxAssets:
     model: Path
@@ -107,7 +102,7 @@ def read_voice(assets: OnnxAssets, voice: str) -> bytes:
 
 def onnx_assets(model_dir: Path | None = None, *, voices: tuple[str, ...] | None = None) -> OnnxAssets:
     """Locate and verify the ONNX model, its config and the voices (all, or those named)."""
-    root = model_dir or default_model_dir()
+    root = model_dir or env.default_model_dir()
     spec = manifest()
     assets = OnnxAssets(
         model=root / spec["onnx_model"]["file"],
@@ -127,7 +122,7 @@ Progress = Callable[[str], None]
 
 def fetch_onnx_assets(model_dir: Path | None = None, progress: Progress = print) -> OnnxAssets:
     """Place verified copies of the ONNX model, config and voices; skip what is already right."""
-    root = model_dir or default_model_dir()
+    root = model_dir or env.default_model_dir()
     (root / "voices").mkdir(parents=True, exist_ok=True)
     spec = manifest()
     with tempfile.TemporaryDirectory(prefix="voicestream-fetch-") as scratch_name:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voicestream.engine.models.assets import AssetError, Progress, default_model_dir, sha256_of
+from voicestream.engine.models.assets import AssetError, Progress, sha256_of
 from voicestream.engine.models.checkpoint_digest import write_source
+from voicestream.env import default_model_dir
 
 HUB_REPO = "hexgrad/Kokoro-82M"
 HUB_FILES = ("config.json", "kokoro-v1_0.pth")

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicestream.engine.models.assets import AssetError, default_model_dir, manifest, verify_file
+from voicestream.engine.models.assets import AssetError, manifest, verify_file
 from voicestream.engine.models.checkpoint_digest import verify_checkpoint
+from voicestream.env import default_model_dir
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_FILE = "kokoro-v1_0.pth"
