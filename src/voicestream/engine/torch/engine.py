@@ -43,13 +43,12 @@ from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import PhonemeSource
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
-from voicestream.engine.torch.kmodel import import_kmodel, import_kpipeline
+from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.env import default_model_dir
 from voicestream.wire.bidi import DEFAULT_VOICE
 
-REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for kokoro; nothing is fetched from it
 # One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
 # context frames cover the decoder's receptive field (14 frames each side, measured on KModel in
 # tests/torch/test_torch_streaming.py) with 2 to spare. Windows double: a GPU decodes a long

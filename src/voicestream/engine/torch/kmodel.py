@@ -18,6 +18,8 @@ from typing import Any
 
 from voicestream import env
 
+REPO_ID = "hexgrad/Kokoro-82M"  # names the architecture for KModel; nothing is fetched from it
+
 
 def import_kmodel() -> Any:
     """kokoro.model.KModel, offline (HF_HUB_OFFLINE: every file is passed explicitly, so a

@@ -279,8 +279,7 @@ def _writable(directory: Path) -> bool:
 def kmodel_architecture(config: Path) -> Any:
     """kokoro's KModel built from `config` with its fresh initialisation (no checkpoint read)."""
     from voicestream.engine.models.torch_assets import read_config
-    from voicestream.engine.torch.engine import REPO_ID
-    from voicestream.engine.torch.kmodel import import_kmodel
+    from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel
 
     kmodel_class = import_kmodel()
     with tempfile.TemporaryDirectory(prefix="voicestream-ckpt-") as scratch:
