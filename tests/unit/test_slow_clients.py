@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.clocks import ManualClock
 from tests.support.fakes import HeldG2PToneEngine, MemoryChannel, ToneEngine, started_runtime
 from tests.support.server import start_server
 from voicestream.asgi import ClientGone, ConsumerLag, SlowConsumerError, StreamingBody, unless_disconnected
@@ -29,15 +30,7 @@ from voicestream.wire.framing import parse_control_frame
 HANG_GUARD_S = 30.0
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def a_send_taking(clock: FakeClock, seconds: float) -> None:
+async def a_send_taking(clock: ManualClock, seconds: float) -> None:
     clock.now += seconds
 
 
@@ -45,7 +38,7 @@ async def a_send_taking(clock: FakeClock, seconds: float) -> None:
 
 
 async def test_a_real_time_reader_stays_within_the_lag() -> None:
-    clock = FakeClock()
+    clock = ManualClock(start=0.0)
     lag = ConsumerLag(2.0, clock)
     for n in range(1000):  # 1000 s of audio, taken in real time with jitter
         await lag.send(a_send_taking(clock, 1.3 if n % 2 else 0.7), 1.0)
@@ -53,7 +46,7 @@ async def test_a_real_time_reader_stays_within_the_lag() -> None:
 
 
 async def test_a_reader_at_half_speed_is_closed_once_the_lag_is_spent() -> None:
-    clock = FakeClock()
+    clock = ManualClock(start=0.0)
     lag = ConsumerLag(2.0, clock)
     sent = 0
     with pytest.raises(SlowConsumerError) as caught:
@@ -65,7 +58,7 @@ async def test_a_reader_at_half_speed_is_closed_once_the_lag_is_spent() -> None:
 
 
 async def test_time_the_server_spent_making_audio_is_not_the_readers() -> None:
-    clock = FakeClock()
+    clock = ManualClock(start=0.0)
     lag = ConsumerLag(1.0, clock)
     for _ in range(100):
         clock.now += 5.0  # a slow synthesis between sends: the reader waits, it is not late
