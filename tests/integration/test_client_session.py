@@ -77,6 +77,7 @@ async def test_pipelined_sentences_come_back_in_order_as_speech(
     async with asyncio.timeout(BOUND_S), BidiSession.websocket(kokoro_server.ws_url, frames=frames) as session:
         # All three go out before any audio comes back: send() does not wait.
         request_ids = [await session.send(sentence) for sentence in SENTENCES]
+        assert list(session.timings) == request_ids
         assert all(t.started_at is None for t in session.timings.values())
         events = await until_complete(session, request_ids[-1])
     audio = check_ordered_requests(events, request_ids)
