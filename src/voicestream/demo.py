@@ -30,7 +30,7 @@ import httpx
 from voicestream.devserver import ServerStartError, serve_in_thread, wait_until_ready
 from voicestream.engine import Backend
 from voicestream.kokoro_server.encoders import write_wav
-from voicestream.speak.sources import ReplayPace, tokenize
+from voicestream.speak.sources import ReplayPace, word_tokens
 from voicestream.speech.websocket import bidi_url, http_base_url
 from voicestream.texts import agent_reply
 from voicestream.wire.bidi import SAMPLE_RATE
@@ -97,7 +97,7 @@ def run_demo(
 
 
 def _describe(pace: ReplayPace, text: str) -> str:
-    tokens = len(tokenize(text))
+    tokens = len(word_tokens(text))
     return (
         f"first token after {pace.first_token_s * 1000:.0f} ms, then {pace.tokens_per_s:.0f} tokens/s "
         f"({tokens} tokens: the whole text after {pace.due(tokens - 1):.1f} s)"

@@ -18,7 +18,7 @@ from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT, TimedString
 from tests.plugins.conftest import ServerProcess
 from voicestream.chunker import SentenceChunker
 from voicestream.integrations.livekit import TTS
-from voicestream.speak.sources import tokenize
+from voicestream.speak.sources import word_tokens
 from voicestream.speech import BidiSession, VllmOmniSession
 from voicestream.texts import bench_texts
 from voicestream.wire.vllm_omni import SessionConfig
@@ -29,7 +29,7 @@ LONG = " ".join(f"Sentence number {n} is here to keep the speaker busy for a whi
 
 def pieces_of(text: str) -> list[str]:
     chunker = SentenceChunker()  # the plugin's default cut
-    pieces = [piece for token in tokenize(text) for piece in chunker.feed(token)]
+    pieces = [piece for token in word_tokens(text) for piece in chunker.feed(token)]
     rest = chunker.flush()
     return pieces + ([rest] if rest else [])
 
@@ -83,7 +83,7 @@ async def test_stream_speaks_the_chunkers_pieces_on_one_session(kokoro_url: str)
     engine.prewarm()
     async with asyncio.timeout(BOUND_S):
         stream = engine.stream()
-        for token in tokenize(text):
+        for token in word_tokens(text):
             stream.push_text(token)
         stream.end_input()
         events = [event async for event in stream]
@@ -99,7 +99,7 @@ async def test_stream_emits_timed_transcripts(tone_url: str) -> None:
     engine = TTS(url=tone_url)
     async with asyncio.timeout(BOUND_S):
         stream = engine.stream()
-        for token in tokenize(text):
+        for token in word_tokens(text):
             stream.push_text(token)
         stream.end_input()
         events = [event async for event in stream]
@@ -125,7 +125,7 @@ async def test_aclose_makes_the_server_cancel(tone: ServerProcess, closer: str) 
     before = len(tone.log_events("cancelled"))
     async with asyncio.timeout(BOUND_S):
         stream = engine.stream()
-        for token in tokenize(LONG):
+        for token in word_tokens(LONG):
             stream.push_text(token)
         stream.end_input()
         got = 0
@@ -145,7 +145,7 @@ async def test_an_interrupted_stream_leaves_its_session_to_the_next_reply(tone: 
     engine = TTS(url=tone.url)
     async with asyncio.timeout(BOUND_S):
         stream = engine.stream()
-        for token in tokenize(LONG):
+        for token in word_tokens(LONG):
             stream.push_text(token)
         stream.end_input()
         got = 0
@@ -175,7 +175,7 @@ async def test_lexicon_and_normalize_go_with_every_request(kokoro_url: str) -> N
     async with asyncio.timeout(BOUND_S):
         whole = [event async for event in engine.synthesize(text)]
         stream = engine.stream()
-        for token in tokenize(text):
+        for token in word_tokens(text):
             stream.push_text(token)
         stream.end_input()
         streamed = [event async for event in stream]

@@ -35,7 +35,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from voicestream.chunker import SentenceChunker
 from voicestream.integrations.pipecat import VoicestreamTTSService
-from voicestream.speak.sources import tokenize
+from voicestream.speak.sources import word_tokens
 from voicestream.speech import BidiSession, VllmOmniSession
 from voicestream.texts import bench_texts
 from voicestream.wire.vllm_omni import SessionConfig
@@ -85,7 +85,7 @@ class Running:
 
     async def say(self, text: str) -> None:
         frames: list[Frame] = [LLMFullResponseStartFrame()]
-        frames += [LLMTextFrame(token) for token in tokenize(text)]
+        frames += [LLMTextFrame(token) for token in word_tokens(text)]
         frames.append(LLMFullResponseEndFrame())
         await self.worker.queue_frames(frames)
 
@@ -124,7 +124,7 @@ async def pipeline(url: str, out_rate: int = 24_000, **options: Any) -> AsyncIte
 
 def pieces_of(text: str) -> list[str]:
     chunker = SentenceChunker()  # the plugin's default cut
-    pieces = [piece for token in tokenize(text) for piece in chunker.feed(token)]
+    pieces = [piece for token in word_tokens(text) for piece in chunker.feed(token)]
     rest = chunker.flush()
     return pieces + ([rest] if rest else [])
 

@@ -8,23 +8,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicestream.speak.sources import ReplayPace, ReplaySource, tokenize
+from voicestream.speak.sources import ReplayPace, ReplaySource, word_tokens
 from voicestream.texts import agent_reply
 
 
 @given(st.text())
 def test_tokens_concatenate_to_the_text(text: str) -> None:
-    assert "".join(tokenize(text)) == text
+    assert "".join(word_tokens(text)) == text
 
 
 def test_tokens_are_word_ish() -> None:
-    assert tokenize("Hi, it's 3.5 degrees!") == ["Hi", ",", " it's", " 3", ".", "5", " degrees", "!"]
+    assert word_tokens("Hi, it's 3.5 degrees!") == ["Hi", ",", " it's", " 3", ".", "5", " degrees", "!"]
 
 
 def test_the_agent_reply_has_an_llm_like_token_count() -> None:
     reply = agent_reply()
     words = len(reply.split())
-    tokens = len(tokenize(reply))
+    tokens = len(word_tokens(reply))
     # LLM tokenizers give ~1.3 tokens per English word; word-ish tokens must be in that range
     # for tokens/s to mean what it means for a real model.
     assert words < tokens < 2 * words

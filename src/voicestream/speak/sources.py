@@ -66,7 +66,7 @@ class TextSource(Protocol):
         ...
 
 
-def tokenize(text: str) -> list[str]:
+def word_tokens(text: str) -> list[str]:
     """Word-ish tokens whose concatenation is exactly `text`."""
     tokens = _TOKEN.findall(text)
     if "".join(tokens) != text:  # pragma: no cover - the pattern covers every character
@@ -100,7 +100,7 @@ class ReplaySource:
             raise ValueError("a replayed reply must contain text")
         self.text = text
         self.pace = pace or ReplayPace()
-        self.tokens = tokenize(text)
+        self.tokens = word_tokens(text)
 
     @property
     def name(self) -> str:

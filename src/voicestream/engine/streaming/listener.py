@@ -27,14 +27,14 @@ from typing import Final, Protocol, TypeVar
 GAP_S: Final = 0.025
 
 
-class Audio(Protocol):
+class Playable(Protocol):
     """Anything a listener hears: an engine's AudioChunk."""
 
     @property
     def duration_s(self) -> float: ...
 
 
-A = TypeVar("A", bound=Audio)
+A = TypeVar("A", bound=Playable)
 
 
 class Listener:
@@ -61,7 +61,7 @@ class Listener:
 
     # --- what the listener is handed ------------------------------------------------------------
 
-    def push(self, audio: Audio) -> None:
+    def push(self, audio: Playable) -> None:
         """`audio` was just handed to the listener. The same chunk pushed again (an engine wrapping
         another passes its chunks on) counts once."""
         with self._lock:
