@@ -170,15 +170,18 @@ lint: venv venv-checkov
 	$(PY) scripts/locks.py check
 	$(PY) scripts/locks.py audit
 
-# Test tiers (docs/testing.md): unit (fakes of our own interfaces, no model, seconds) |
+# Test tiers (docs/testing.md): unit (fakes of our own interfaces, no model, real 127.0.0.1 sockets, seconds) |
 # integration, state machines, browser (the real model on real sockets) | torch | sam.
 # Warnings are errors in every tier (pyproject.toml).
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
+# The unit tier's tests mostly wait (on sockets, timeouts, worker processes), not compute: four
+# pytest-xdist workers overlap the waits even on two cores. UNIT_WORKERS=0 runs them in one process.
+UNIT_WORKERS ?= 4
 
 .PHONY: check test-unit
 check: lint test-unit
 test-unit: venv
-	$(PYTEST) tests/unit -m "not model"
+	$(PYTEST) -n $(UNIT_WORKERS) tests/unit -m "not model"
 
 # The browser tier drives Debian's Chromium with playwright-core (npm).
 .PHONY: chromium

@@ -40,8 +40,3 @@ async def test_refusals_carry_the_contract_code(kokoro_server: LiveServer, trans
         with pytest.raises(InvocationError, match="HTTP 400") as caught:
             await invoke(kokoro_server.http_url, "Hello.", voice="no_such_voice", transport=transport)  # type: ignore[arg-type]
     assert caught.value.code == "unknown_voice" and caught.value.status == 400
-
-
-async def test_unreachable_server_is_an_invocation_error() -> None:
-    with pytest.raises(InvocationError, match="ConnectError"):
-        await invoke("http://127.0.0.1:1", "Hello.", read_timeout=5)

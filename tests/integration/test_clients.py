@@ -5,16 +5,14 @@ function URL's AWS_IAM auth: the same check the SageMaker fakes make), and `voic
 
 The speak app's bidi sessions go to the real Kokoro server with the real model; the audio that
 comes out is checked by Whisper. Nothing is timed: "streamed" is shown causally (audio is in the
-file while stdin is still open).
+file while stdin is still open). The same clients when the other side fails:
+tests/unit/test_clients.py, whose helpers this uses.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import subprocess
-import sys
 import time
 import wave
 from collections.abc import Iterator
@@ -23,51 +21,23 @@ from types import ModuleType
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-from starlette.types import ASGIApp
 
-from tests.statemachines.sigv4 import RequireSigV4
 from tests.support.server import LiveServer
+from tests.unit.test_clients import ACCESS_KEY, FAST, REGION, SECRET, VOICESTREAM, caller_env, signed_front
 from voicestream.devserver import bind_free_port, serve_in_thread
 from voicestream.local_stack import create_proxy_app
 from voicestream.origins import allowed_hosts
 from voicestream.speak.app import create_app as create_speak_app
 from voicestream.speak.config import SpeakConfig
-from voicestream.speak.sources import ReplayPace
 from voicestream.wire.speak import Done, SentenceAudio, SpeakStreamDecoder
 
-REGION = "eu-west-1"
-ACCESS_KEY, SECRET = "AKIDCALLER", "caller-secret"
-VOICESTREAM = [sys.executable, "-m", "voicestream.cli"]
 TEXT = "Your table is booked for eight tonight. The restaurant is near the river."
-FAST = ReplayPace(first_token_s=0.0, tokens_per_s=500)
-
-
-def caller_env(secret: str = SECRET) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return {
-        **env,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": secret,
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
 
 
 def wav_pcm(path: Path) -> bytes:
     with wave.open(str(path), "rb") as wav:
         assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (24_000, 1, 2)
         return wav.readframes(wav.getnframes())
-
-
-@contextlib.contextmanager
-def signed_front(app: ASGIApp, rejections: list[str] | None = None) -> Iterator[str]:
-    """`app` behind a function URL's AWS_IAM check, on a free port; yields its base URL."""
-    secrets = {ACCESS_KEY: SECRET}
-    front = RequireSigV4(app, secrets=lambda: secrets, region=REGION, service="lambda", rejections=rejections)
-    with serve_in_thread(front, "signed-front", lifespan="off") as running:
-        yield running.url
 
 
 @pytest.fixture
@@ -113,20 +83,6 @@ def test_speak_reads_stdin_as_it_is_written(kokoro_server: LiveServer, tmp_path:
     assert asr.word_error_rate(first + rest, asr.transcribe(wav_pcm(out))) <= 0.2
 
 
-def test_speak_refuses_a_server_that_is_not_there(tmp_path: Path) -> None:
-    listener = bind_free_port()  # bound, never listening: connecting is refused at once
-    port = listener.getsockname()[1]
-    listener.close()
-    result = subprocess.run(
-        [*VOICESTREAM, "speak", "Hello.", "--url", f"ws://127.0.0.1:{port}", "--out", str(tmp_path / "x.wav")],
-        capture_output=True,
-        timeout=60,
-    )
-    assert result.returncode == 1
-    lines = result.stderr.decode().strip().splitlines()
-    assert lines[0].startswith("voicestream speak: [tts_unavailable]"), lines
-
-
 def test_call_signs_streams_and_reports(speak_url: str, tmp_path: Path, asr: ModuleType) -> None:
     out = tmp_path / "call.wav"
     result = subprocess.run(
@@ -151,43 +107,6 @@ def test_call_with_the_wrong_key_is_one_clear_403_line(speak_url: str, tmp_path:
     lines = result.stderr.decode().strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, lines
     assert lines[0].startswith("voicestream: HTTP 403 forbidden") and "lambda:InvokeFunctionUrl" in lines[0]
-
-
-def test_call_throttled_is_one_clear_429_line(tmp_path: Path) -> None:
-    async def throttled(request: object) -> JSONResponse:
-        return JSONResponse({"Message": "Rate Exceeded."}, status_code=429)
-
-    app = Starlette(routes=[Route("/speak", throttled, methods=["POST"])])
-    with signed_front(app) as url:
-        result = subprocess.run(
-            [*VOICESTREAM, "call", url, "--text", "Hi.", "--region", REGION, "--out", str(tmp_path / "x.wav")],
-            env=caller_env(),
-            capture_output=True,
-            timeout=60,
-        )
-    lines = result.stderr.decode().strip().splitlines()
-    assert result.returncode == 2 and lines == [
-        "voicestream: HTTP 429 throttled: the function is at its concurrency "
-        "limit; retry later. AWS said: Rate Exceeded."
-    ]
-
-
-def test_call_reports_tts_unavailable_in_one_line(tmp_path: Path) -> None:
-    listener = bind_free_port()
-    dead = f"ws://127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
-    config = SpeakConfig(kokoro_ws_url=dead, replay_pace=FAST, connect_timeout_s=5)
-    with signed_front(create_speak_app(config, log_stream=io.StringIO(), metrics=False)) as url:
-        result = subprocess.run(
-            [*VOICESTREAM, "call", url, "--text", "Hi there.", "--region", REGION, "--out", str(tmp_path / "x.wav")],
-            env=caller_env(),
-            capture_output=True,
-            timeout=60,
-        )
-    lines = result.stderr.decode().strip().splitlines()
-    assert result.returncode == 1
-    assert lines[0].startswith("voicestream call: the speech endpoint is unavailable [tts_unavailable]:"), lines
-    assert lines[1].startswith("error: 0 sentence(s)") or lines[1].startswith("error: 1 sentence(s)"), lines
 
 
 def test_serve_speak_url_proxies_for_a_browser_without_keys(speak_url: str, asr: ModuleType) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.support.asr import transcribe, word_error_rate
-from voicestream.engine import EngineError, SpeechEngine, UnknownVoiceError, create_engine
+from voicestream.engine import SpeechEngine, UnknownVoiceError
 from voicestream.engine.base import EmptyTextError, InvalidSpeedError
 from voicestream.engine.onnx.engine import OnnxEngine
 from voicestream.engine.text.g2p import MAX_PHONEMES
@@ -70,11 +70,6 @@ def test_bad_requests_are_refused_before_any_work(engine: SpeechEngine) -> None:
         engine.synthesize("Hello.", speed=9.0)
     with pytest.raises(EmptyTextError):
         engine.synthesize("   ")
-
-
-def test_unloaded_engine_says_so() -> None:
-    with pytest.raises(EngineError, match="not loaded"):
-        create_engine("onnx").synthesize("Hello.")
 
 
 def test_synthesis_from_two_threads_at_once(engine: SpeechEngine) -> None:

@@ -76,6 +76,10 @@ LONG_SENTENCES = (
 )
 MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in the evening."
 
+# Every test here runs the real model, some through this module's own engines rather than a
+# fixture of tests/conftest.py.
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def whole_engine() -> Iterator[OnnxEngine]:

@@ -21,12 +21,9 @@ from botocore.config import Config
 
 from tests.statemachines.fake_response_stream import FakeResponseStreamRuntime
 from tests.support.audio_decode import decode
-from tests.support.fakes import ToneEngine
 from tests.support.server import LiveServer, start_server
 from voicestream.chunker import split_sentences
-from voicestream.kokoro_server import create_app
 from voicestream.texts import bench_texts
-from voicestream.wire.bidi import Limits
 from voicestream.wire.framing import SSEDecoder
 
 TEXT = "The museum opens at ten in the morning. Tickets cost eighteen euros."
@@ -133,28 +130,6 @@ def test_models_and_voices(client: openai.OpenAI, kokoro_server: LiveServer) -> 
     assert {model.id for model in client.models.list()} >= {"kokoro", "tts-1"}
     voices = httpx.get(f"{kokoro_server.http_url}/v1/audio/voices").json()
     assert "af_heart" in voices["voices"] and voices["default"] == "af_heart"
-
-
-def test_words_come_in_sse_before_the_audio_they_cover() -> None:
-    engine = ToneEngine(ms_per_char=20, words=True)  # words at times the test can compute
-    text = "Words are timed before their audio."
-    with start_server(create_app(engine, Limits())) as server:
-        body = {"model": "kokoro", "voice": "af_heart", "input": text, "response_format": "pcm"}
-        response = httpx.post(
-            f"{server.http_url}/v1/audio/speech", json={**body, "stream_format": "sse", "words": True}
-        )
-        plain = httpx.post(f"{server.http_url}/v1/audio/speech", json={**body, "stream_format": "sse"})
-    events = [event.json() for event in SSEDecoder().feed(response.content)]
-    assert not any(e["type"] == "speech.audio.words" for e in (ev.json() for ev in SSEDecoder().feed(plain.content)))
-    audio_s = 0.0
-    words: list[str] = []
-    for event in events:
-        if event["type"] == "speech.audio.delta":
-            audio_s += len(base64.b64decode(event["audio"])) / 48_000
-        elif event["type"] == "speech.audio.words":
-            assert all(w["start_s"] >= audio_s for w in event["words"])
-            words.extend(w["word"] for w in event["words"])
-    assert " ".join(words) == text
 
 
 def test_the_same_body_through_sagemaker_invocations(kokoro_server: LiveServer, asr: ModuleType) -> None:

@@ -232,15 +232,9 @@ def test_cli_say_through_a_server_with_a_lexicon_file(
         said_right(asr, wav.readframes(wav.getnframes()))
 
 
+@pytest.mark.model  # `say` loads the real model in this process, not through a fixture
 def test_cli_say_phonemes_in_process(asr: ModuleType, tmp_path: Path) -> None:
     out = tmp_path / "said.wav"
     assert main(["say", "--phonemes", "-o", str(out), "plˈiz bɹˈɪŋ ði ˌʌmbɹˈɛlə təmˈɑɹO."]) == 0
     with wave.open(str(out)) as wav:
         said_right(asr, wav.readframes(wav.getnframes()))
-
-
-def test_cli_say_refuses_a_bad_lexicon_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    lexicon = tmp_path / "lexicon.json"
-    lexicon.write_text(json.dumps({"two words": "x"}), encoding="utf-8")
-    assert main(["say", "--lexicon", str(lexicon), "-o", str(tmp_path / "x.wav"), TEXT]) == 2
-    assert f"--lexicon {lexicon}['two words']: a key must be one word" in capsys.readouterr().err

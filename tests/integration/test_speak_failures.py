@@ -1,65 +1,31 @@
-"""POST /speak when things go wrong: bad input, a speech server that is down, dies or goes silent,
-an unknown voice, and a caller who hangs up mid-reply. Always a clear 4xx, or an `error` event
-followed by `done`: never a crash, never a hang."""
+"""POST /speak when things go wrong with the real Kokoro server behind it: bad input, an unknown
+voice, the reply deadline, and a caller who hangs up mid-reply. Always a clear 4xx, or an `error`
+event followed by `done`: never a crash, never a hang. A speech server that is down, dies or goes
+silent (stand-in servers): tests/unit/test_speak_failures.py, whose helpers this uses."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
-import socket
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
-from websockets.asyncio.server import ServerConnection, serve
 
 from tests.support.server import LiveServer
 from tests.support.speak_server import SpeakServer, start_speak_server
+from tests.unit.test_speak_failures import FAST, HANG_GUARD_S, assert_failed, config, speak
 from voicestream.aws.function_url import call_speak
 from voicestream.kokoro_server.logs import capture_json_logs
-from voicestream.speak.config import SpeakConfig
-from voicestream.wire.errors import FAILURE_MESSAGES
-from voicestream.wire.speak import AgentStart, Done, ReplyError, SentenceAudio, SpeakEvent
-
-FAST = {"first_token_ms": 50, "tokens_per_s": 200}
-# Bounds that only keep a broken implementation from hanging the suite; never asserted on.
-HANG_GUARD_S = 90
-
-
-def config(ws_url: str, **options: Any) -> SpeakConfig:
-    return SpeakConfig(kokoro_ws_url=ws_url, service=f"speak-test-{uuid.uuid4().hex[:8]}", **options)
+from voicestream.wire.speak import SentenceAudio
 
 
 @pytest.fixture(scope="module")
 def speak_server(kokoro_server: LiveServer) -> Iterator[SpeakServer]:
     with start_speak_server(config(kokoro_server.ws_url)) as server:
         yield server
-
-
-async def speak(url: str, body: dict[str, Any]) -> list[SpeakEvent]:
-    async with asyncio.timeout(HANG_GUARD_S), httpx.AsyncClient(timeout=HANG_GUARD_S) as client:
-        return [event async for event in call_speak(client, url, body, credentials=None)]
-
-
-def assert_failed(events: list[SpeakEvent], code: str) -> ReplyError:
-    assert isinstance(events[0], AgentStart)
-    *_, error, done = events
-    assert isinstance(error, ReplyError) and error.code == code, events[-3:]
-    assert isinstance(done, Done) and done.status == "error"
-    assert error.message
-    return error
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 # --- bad input: clear 4xx ------------------------------------------------------------------------
@@ -113,45 +79,10 @@ async def test_wrong_method_and_path_are_json_errors(speak_server: SpeakServer) 
 # --- upstream failures: error event, clean end ---------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["bidi", "batch"])
-async def test_speech_server_down(mode: str) -> None:
-    with start_speak_server(config(f"ws://127.0.0.1:{closed_port()}")) as server:
-        events = await speak(server.url, {"text": "Hello there. How are you?", "mode": mode, "pace": FAST})
-    error = assert_failed(events, "tts_unavailable")
-    assert error.message == FAILURE_MESSAGES["tts_unavailable"]  # the detail (the URL) is logged only
-    assert not [e for e in events if isinstance(e, SentenceAudio)]
-
-
 async def test_unknown_voice_fails_the_reply(speak_server: SpeakServer) -> None:
     events = await speak(speak_server.url, {"text": "Hello there.", "voice": "xx_nobody", "pace": FAST})
     error = assert_failed(events, "synthesis_failed")
     assert "unknown_voice" in error.message and error.index == 0
-
-
-@contextlib.asynccontextmanager
-async def misbehaving_server(behaviour: str) -> AsyncIterator[str]:
-    """A WebSocket server on the bidi route that accepts the session, then breaks the contract."""
-
-    async def handler(ws: ServerConnection) -> None:
-        await ws.recv()  # the first synthesize
-        if behaviour == "dies":
-            await ws.close(code=1011, reason="model crashed")
-        else:  # "silent": never answers, until the client goes away
-            await ws.wait_closed()
-
-    async with serve(handler, "127.0.0.1", 0) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        yield f"ws://127.0.0.1:{port}"
-
-
-@pytest.mark.parametrize("behaviour", ["dies", "silent"])
-async def test_speech_server_breaking_mid_reply(behaviour: str) -> None:
-    async with misbehaving_server(behaviour) as url:
-        # The speak server runs in its own thread and loop; the fake runs on this test's loop.
-        with start_speak_server(config(url, silence_timeout_s=1.0)) as server:
-            events = await speak(server.url, {"text": "Hello there. How are you today?", "pace": FAST})
-    error = assert_failed(events, "tts_error")
-    assert error.message == FAILURE_MESSAGES["tts_error"]
 
 
 async def test_reply_deadline(kokoro_server: LiveServer) -> None:

@@ -12,6 +12,7 @@ Each request takes the next scripted `Turn` (default: the last one again) and is
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -79,7 +80,9 @@ class FakeBedrock:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-bedrock", daemon=True)
+        # shutdown() waits for serve_forever to poll (every 0.5 s by default): each test would pay it.
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.02)
+        self._thread = threading.Thread(target=serve, name="fake-bedrock", daemon=True)
 
     @property
     def url(self) -> str:

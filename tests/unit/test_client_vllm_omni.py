@@ -1,6 +1,6 @@
 """VllmOmniSession against scripted vLLM-Omni servers: the edge cases of the mapping onto the
 `SpeechSession` events (pairing, ordering, failures, timeouts), in milliseconds. The same client
-against the faithful fake over real sockets is tests/integration/test_client_vllm_omni.py."""
+against the faithful fake over real sockets is tests/unit/test_client_vllm_omni_sockets.py."""
 
 from __future__ import annotations
 

@@ -5,10 +5,12 @@ sentences, markup for G2Ps without it, and normalization leaving markup alone.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from voicestream.cli import main
 from voicestream.engine.base import check_text
 from voicestream.engine.text.agent_text import normalize_agent_text
 from voicestream.engine.text.g2p import spliced_markup
@@ -249,3 +251,11 @@ def test_normalization_leaves_inline_markup_alone(text: str) -> None:
     assert check_text(text) == text
     assert normalize_agent_text(text).text == text  # agent text reads links as their text, not this
     assert check_text(f"  {text}  ", TextOptions(phonemes=True)) == text
+
+
+def test_cli_say_refuses_a_bad_lexicon_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lexicon = tmp_path / "lexicon.json"
+    lexicon.write_text(json.dumps({"two words": "x"}), encoding="utf-8")
+    text = "Please bring the blorptang tomorrow."
+    assert main(["say", "--lexicon", str(lexicon), "-o", str(tmp_path / "x.wav"), text]) == 2
+    assert f"--lexicon {lexicon}['two words']: a key must be one word" in capsys.readouterr().err

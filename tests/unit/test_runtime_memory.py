@@ -1,6 +1,6 @@
 """The runtime gives freed memory back once it has been idle (kokoro_server/runtime.py), never
 while synthesis steps keep coming or one is still running. A recording `release_memory` stands
-in for glibc's trim (kokoro_server/process_memory.py, tested on glibc in the integration tier)."""
+in for glibc's trim (kokoro_server/process_memory.py, tested on glibc in test_process_memory.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,12 +19,10 @@ from tests.support.fake_vllm_omni import (
     FAIL_TRIGGER,
     FakeVllmOmni,
     SpeechSettings,
-    kokoro_synthesizer,
     serve_fake,
     split_units,
     tone_synthesizer,
 )
-from voicestream.engine.base import SpeechEngine
 from voicestream.wire import vllm_omni as vo
 
 Frame = dict[str, Any] | bytes
@@ -446,21 +443,6 @@ def test_tone_audio_is_deterministic_and_scales_with_the_text() -> None:
     assert short == again and len(short) % 2 == 0
     assert 3.5 < len(longer) / len(short) < 4.5
     assert b"".join(synthesize("", SpeechSettings())) == b""
-
-
-async def test_real_speech_through_the_fake(
-    fake_server: FakeFactory, kokoro_engine: SpeechEngine, asr: ModuleType
-) -> None:
-    text = "The quick brown fox jumps over the lazy dog."
-    with fake_server(synthesizer=kokoro_synthesizer(kokoro_engine)) as (_fake, url):
-        async with connect(url) as ws:
-            await send(ws, STREAM_CONFIG)
-            await send(ws, {"type": "input.text", "text": text})
-            await send(ws, {"type": "input.done"})
-            frames = await until(ws, "session.done", wait_s=120)
-    audio = audio_of(frames)
-    assert controls(frames)[0]["sample_rate"] == 24_000
-    assert asr.word_error_rate(text, asr.transcribe(audio)) <= 0.2
 
 
 async def test_voicestream_protocol_module_and_fake_agree(fake_server: FakeFactory) -> None:
