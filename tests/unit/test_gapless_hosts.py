@@ -1,0 +1,45 @@
+"""The streaming pipeline on simulated hosts from fast to slow (tests/support/simulated_host.py):
+once audio starts, the listener never runs dry on any host that decodes faster than real time,
+and the windows cost a bounded share more than whole-sentence decoding. Deterministic: every run
+advances an injected clock by its modelled cost, whatever this machine's speed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.simulated_host import play, sentence, simulated_pipeline
+from voicestream.engine.onnx.engine import OnnxStrategy
+from voicestream.engine.text.g2p import Phonemes
+
+TEXTS: dict[str, list[Phonemes]] = {
+    "short": [sentence(5)],  # ~1.7 s of speech, one window plan
+    "long": [sentence(50)],  # a lookahead head, then the whole piece's encoding
+    "digit-heavy": [sentence(30, letters=3)],  # many short words: more tokens per second of speech
+    "paragraph": [sentence(12), sentence(9), sentence(14), sentence(10)],  # four pieces in one call
+}
+# Whole-sentence RTF: this repository's fast host (0.2), the Intel class (0.37), the AVX2-only
+# 2-core class of issue 29 (0.6), and one slower still.
+HOSTS = (0.2, 0.37, 0.6, 0.8)
+WORST_GAP_S = 0.05
+# Windows recompute their context: at most this much more than one encoder run and one whole
+# decode per piece (a 5-word sentence's three windows are the worst case, docs/engine.md).
+COMPUTE_BOUND = 1.4
+
+
+@pytest.mark.parametrize("rtf", HOSTS)
+@pytest.mark.parametrize("text", TEXTS)
+def test_once_audio_starts_the_listener_never_runs_dry(rtf: float, text: str) -> None:
+    pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming())
+    stream = play(pipeline, clock, TEXTS[text])
+    print(rtf, text, stream)
+    assert stream.worst_gap_s <= WORST_GAP_S
+    assert stream.compute_ratio <= COMPUTE_BOUND and stream.frame_ratio <= COMPUTE_BOUND
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_fast_host_keeps_its_first_audio(text: str) -> None:
+    """On the fast class the first window is the plan's: first audio is one short encoder run and
+    a 16-frame window, as before pacing planned it."""
+    pipeline, clock = simulated_pipeline(0.2, OnnxStrategy().streaming())
+    stream = play(pipeline, clock, TEXTS[text])
+    assert stream.first_audio_s < 0.25
