@@ -80,6 +80,8 @@ class SimulatedRuntime:
 
     clock: ManualClock
     costs: HostCosts
+    # Each decoder run's cost times the next of these, in turn: a load that comes and goes.
+    jitter: Sequence[float] = (1.0,)
     decoded_frames: int = 0
     compute_s: float = 0.0
     runs: list[tuple[str, int]] = field(default_factory=list)
@@ -100,7 +102,8 @@ class SimulatedRuntime:
 
     def window_decoder(self) -> Callable[[FakeFeatures, Window], FloatAudio]:
         def decode(features: FakeFeatures, window: Window) -> FloatAudio:
-            self._spend(self.costs.decode_per_run_s + self.costs.decode_per_frame_s * window.frames)
+            factor = self.jitter[len(self.runs) % len(self.jitter)]
+            self._spend(factor * (self.costs.decode_per_run_s + self.costs.decode_per_frame_s * window.frames))
             self.decoded_frames += window.frames
             self.runs.append(("decode", window.frames))
             return np.zeros(window.frames * SAMPLES_PER_FRAME, dtype=np.float32)
@@ -192,11 +195,13 @@ def play(pipeline: Pipeline[FakeFeatures, int], clock: ManualClock, pieces: Sequ
     )
 
 
-def simulated_pipeline(rtf: float, streaming: Streaming) -> tuple[Pipeline[FakeFeatures, int], ManualClock]:
+def simulated_pipeline(
+    rtf: float, streaming: Streaming, jitter: Sequence[float] = (1.0,)
+) -> tuple[Pipeline[FakeFeatures, int], ManualClock]:
     """A pipeline on a host at whole-sentence RTF `rtf`, warmed up like a server's engine (one
-    short synthesis measured its speed)."""
+    short synthesis measured its speed); `jitter`: SimulatedRuntime's."""
     clock = ManualClock()
-    runtime = SimulatedRuntime(clock, HostCosts(rtf))
+    runtime = SimulatedRuntime(clock, HostCosts(rtf), jitter)
     pipeline: Pipeline[FakeFeatures, int] = Pipeline(runtime, VOCAB, streaming, join=join)
     play(pipeline, clock, [sentence(5)])
     clock.now += 10.0

@@ -16,6 +16,7 @@ from voicestream.engine.streaming.pacing import (
     MARGIN,
     DecodeSpeed,
     WindowPacer,
+    gaining_core,
     keeps_playing,
     paced_core,
     planned_first,
@@ -273,3 +274,32 @@ def test_the_whole_piece_is_encoded_once_the_audio_ahead_covers_it() -> None:
     # 0.9 s of the 1 s ahead: 100 tokens (0.5 s) and a first-size window (32 frames, 0.32 s) fit...
     assert pace.affords_encode(100, ONNX_PLAN)
     assert not pace.affords_encode(120, ONNX_PLAN)  # ...120 tokens (0.6 s) do not
+
+
+def test_a_gap_the_engines_own_window_caused_keeps_the_pace() -> None:
+    """A window that outlasted the audio ahead (a load spike the speed did not foresee) leaves the
+    listener dry while this engine computes: the pace, not the schedule's larger windows, is the
+    remedy. A gap while the text waited between windows (a worker busy elsewhere) is the server's."""
+    clock = ManualClock()
+    pace = paced(DecodeSpeed(0.009), clock)
+    listener, limit = pace.listener, pace.limit(PLAN)
+    listener.produced(0.3)
+    clock.now += 0.5  # the next window took 0.5 s: 0.2 s of silence during it
+    pace.decoded(40, 0.5)
+    listener.produced(0.3)
+    assert listener.behind() and not pace.behind()
+    cut = limit(96)
+    assert cut < 96  # still paced
+    clock.now += 0.5  # then nothing computed while the listener ran dry: the server is behind
+    listener.produced(0.3)
+    assert pace.behind() and limit(96) == 2 * cut  # the schedule, regrowing from the cut
+
+
+def test_a_window_is_never_cut_below_what_regains_audio() -> None:
+    """15 ms per frame with 0.1 s ahead (after a load spike): a 12-frame window would take 420 ms
+    for 300 ms of audio, and the next one would find even less ahead. The cut stops at the
+    smallest core that adds more audio than it takes (16 x 15 / (25 - 15) = 24, so 25)."""
+    assert gaining_core(0.015, PLAN, FRAME_S) == 25
+    assert paced_core(96, 0.1, 0.015, PLAN, FRAME_S) == 25
+    assert paced_core(20, 0.1, 0.015, PLAN, FRAME_S) == 20  # never more than the schedule's
+    assert gaining_core(0.005, PLAN, FRAME_S) == PLAN.first  # a fast host: the plan's

@@ -95,6 +95,18 @@ def real_time(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> boo
     return 0.0 < seconds_per_frame * (plan.largest + 2 * plan.later_context) < plan.largest * frame_s
 
 
+def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float, margin: float = MARGIN) -> int:
+    """The smallest core worth cutting a window to: one whose audio outlasts its decoding (with its
+    context), s (c + k) < c f. A smaller window takes more time than it adds audio, so cutting to
+    it after a load spike would leave the listener ever shorter of audio (a stream of 16-frame
+    windows each a little late). The plan's `first` on a host fast enough."""
+    del margin  # the break-even itself: a window that gains any audio regains the listener's lead
+    s, f, k = seconds_per_frame, frame_s, 2 * plan.later_context
+    if s <= 0.0 or s >= f:
+        return plan.largest if s > 0.0 else plan.first
+    return min(plan.largest, max(plan.first, math.floor(k * s / (f - s) + 1e-9) + 1))  # float rounding
+
+
 def keeps_playing(
     first: int,
     frames: int,
@@ -119,6 +131,7 @@ def keeps_playing(
     ahead, done, size = first * f, first, first
     pending = encode_s > 0.0 and encode_by is not None
     steady = k * f * s / (margin * (f - s)) if s < f else math.inf  # audio ahead that never shrinks
+    floor = gaining_core(s, plan, f, margin)
     while done < frames:
         if pending and margin * ahead >= encode_s + s * (plan.first + k):
             ahead, pending = ahead - encode_s, False
@@ -129,7 +142,7 @@ def keeps_playing(
         core = min(plan.largest, round(size * plan.growth), affordable, frames - done)
         if pending and encode_by is not None:
             core = min(core, encode_by - done)
-        if core < min(plan.first, frames - done):
+        if core < min(floor, frames - done):
             return False  # the next window (or the encoding) outlasts the audio ahead
         ahead += core * f - s * (core + k)
         done, size = done + core, max(core, plan.first)
@@ -182,7 +195,8 @@ def paced_core(
         return scheduled  # slower than real time whatever the size (or a clock stood still)
     # Whole frames, with a tolerance for float rounding (0.9 * 0.3 s / 9 ms is 29.99999999999997).
     affordable = int(margin * ahead_s / seconds_per_frame + 1e-6) - context
-    return max(plan.first, min(scheduled, affordable))
+    floor = min(scheduled, gaining_core(seconds_per_frame, plan, frame_s, margin))
+    return max(plan.first, floor, min(scheduled, affordable))
 
 
 class WindowPacer:
@@ -207,6 +221,7 @@ class WindowPacer:
         # window, unless earlier audio still plays.
         self._pushed_before = listener.pushed_s
         self._ahead_before = listener.ahead_s() > 0
+        self._own_gap_until = -math.inf  # when the last gap this call's own windows caused ended
 
     def now(self) -> float:
         return self.listener.now()
@@ -214,6 +229,16 @@ class WindowPacer:
     def decoded(self, frames: int, seconds: float) -> None:
         """A window of `frames` span frames took `seconds` to decode."""
         self.speed.record(frames, seconds)
+        now = self.now()
+        if self.listener.ran_dry_since(now - seconds):
+            # The listener ran dry while this engine's own window was computing: its speed was
+            # misjudged (a load spike), which the pace corrects; not a server behind its listener.
+            self._own_gap_until = now
+
+    def behind(self) -> bool:
+        """`Listener.behind`, less the gaps this call's own windows caused (`decoded`): the
+        listener ran dry while the text waited for the server (a worker, another session)."""
+        return self.listener.behind() and self.listener.ran_dry_since(self._own_gap_until)
 
     def encoded(self, tokens: int, seconds: float) -> None:
         """An encoder run over `tokens` took `seconds`."""
@@ -225,7 +250,7 @@ class WindowPacer:
     def _measured(self) -> float | None:
         """The decode speed when windows are to be planned by it: measured, and the server not
         behind its listener (then larger windows are the remedy, whatever the speed)."""
-        if self.listener.behind():
+        if self.behind():
             return None
         return self.speed.seconds_per_frame
 
@@ -290,7 +315,7 @@ class WindowPacer:
             seconds_per_frame = self.speed.seconds_per_frame
             # behind (the listener ran dry while this text waited, before or during the call):
             # larger windows are the remedy; unmeasured, or nothing played yet: nothing to pace
-            if not (seconds_per_frame is None or not self._playing() or self.listener.behind()):
+            if not (seconds_per_frame is None or not self._playing() or self.behind()):
                 size = paced_core(size, self.listener.ahead_s(), seconds_per_frame, plan, self.frame_s, self.margin)
             regrowing_from = size if size < scheduled else None
             return size

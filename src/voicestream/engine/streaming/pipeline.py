@@ -276,7 +276,8 @@ class Pipeline(Generic[F, S]):
         runtime, plan = self.runtime, self.streaming.windows
         # The listener as the piece starts: the audio still playing (the sentences and pieces
         # before it) and whether the server is behind it.
-        ahead, behind = ahead_frames(listener.ahead_s(), FRAME_S), listener.behind()
+        ahead = ahead_frames(listener.ahead_s(), FRAME_S)
+        behind = listener.behind() if pace is None else pace.behind()
         # The head is encoded first for the first audio's sake. When the audio still playing covers
         # the whole piece's encoding and a first window after it (measured speeds: pacing.py;
         # unpaced, a first window's worth of audio, 300 ms, which the encoding of even 50 words fits
