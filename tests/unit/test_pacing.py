@@ -258,7 +258,7 @@ def test_on_a_slow_host_the_first_window_grows_to_what_keeps_the_listener_in_aud
 def test_a_piece_is_decoded_whole_when_that_delays_no_audio() -> None:
     clock = ManualClock()
     pace = paced(DecodeSpeed(0.01), clock)
-    assert pace.decodes_whole(40, 40)  # no more frames than the first window computes anyway
+    assert pace.decodes_whole(40, 40)  # nothing plays: no more frames than the first window computes
     assert not pace.decodes_whole(80, 40)  # nothing ahead: the first window is first audio
     ahead = paced(DecodeSpeed(0.01), clock, ahead_s=1.0)
     assert ahead.decodes_whole(90, 40)  # 0.9 s of decoding within 0.9 of 1 s ahead
@@ -303,3 +303,11 @@ def test_a_window_is_never_cut_below_what_regains_audio() -> None:
     assert paced_core(96, 0.1, 0.015, PLAN, FRAME_S) == 25
     assert paced_core(20, 0.1, 0.015, PLAN, FRAME_S) == 20  # never more than the schedule's
     assert gaining_core(0.005, PLAN, FRAME_S) == PLAN.first  # a fast host: the plan's
+
+
+def test_with_audio_playing_only_the_audio_ahead_decides_whole_decoding() -> None:
+    """A later piece no longer than its grown first window is not decoded whole unless the audio
+    ahead covers decoding it: the pace would have cut that first window."""
+    ahead = paced(DecodeSpeed(0.02), ManualClock(), ahead_s=1.0)
+    assert not ahead.decodes_whole(60, 100)  # 1.2 s of decoding, 0.9 s of budget
+    assert ahead.decodes_whole(45, 100)

@@ -286,11 +286,15 @@ class WindowPacer:
     def decodes_whole(self, whole_frames: int, first_frames: int) -> bool:
         """Whether a piece is decoded in one run: when that delays no audio, because its frames
         are no more than the first window's (it costs no more), or because the listener's audio
-        ahead covers decoding all of them (`whole_frames`, `first_frames`: generator frames)."""
+        ahead covers decoding all of them (`whole_frames`, `first_frames`: generator frames). The
+        first rule only while nothing plays: then the first window is first audio, whatever it
+        costs; with audio playing, the pace would cut that first window to the audio ahead."""
         seconds_per_frame = self._measured()
         if seconds_per_frame is None:
             return False
-        return whole_frames <= first_frames or seconds_per_frame * whole_frames <= self._budget_s()
+        if not self._playing():
+            return whole_frames <= first_frames
+        return seconds_per_frame * whole_frames <= self._budget_s()
 
     def affords_encode(self, tokens: int, plan: WindowPlan) -> bool:
         """Whether an encoder run over `tokens` and then a first-size window both fit in the

@@ -142,8 +142,9 @@ def decode_windows(
     """Each window as soon as it is decoded (one window when `plan` is None), the audio of frames
     [start, frames): frames before `start` (leading silence) are not emitted, and with a plan not
     decoded either, except as the first window's left context. With `pace`, each window's size is
-    decided when it is asked for, cut to the listener's audio (pacing.py). `ahead`, `behind`: the
-    listener as the piece starts (windows.core_sizes)."""
+    decided when it is asked for, cut to the listener's audio, the first one planned on the
+    measured speeds, and the piece is one run when that delays no audio (pacing.py). `ahead`,
+    `behind`: the listener as the piece starts (windows.core_sizes)."""
     if plan is None:
         window = Window(start, features.frames, 0, features.frames)
         audio = runtime.window_decoder()(features, window)
