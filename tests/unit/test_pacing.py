@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 from tests.support.clocks import ManualClock
 from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 from voicestream.engine.streaming.listener import Listener
-from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, WindowPacer, paced_core
+from voicestream.engine.streaming.pacing import (
+    MARGIN,
+    DecodeSpeed,
+    WindowPacer,
+    gaining_core,
+    keeps_playing,
+    paced_core,
+    planned_first,
+)
 from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
 FRAME_S = 0.025
@@ -38,9 +46,16 @@ def test_never_below_the_first_window() -> None:
     assert paced_core(24, 0.0, 0.009, PLAN, FRAME_S) == PLAN.first
 
 
-def test_an_engine_slower_than_a_first_size_window_plays_keeps_the_schedule() -> None:
-    # 11 ms per frame: 28 frames take 308 ms for 300 ms of audio; smaller windows only lose more.
-    assert paced_core(96, 0.1, 0.011, PLAN, FRAME_S) == 96
+def test_an_engine_slower_than_real_time_keeps_the_schedule() -> None:
+    # 24 ms per frame: even the largest window (144 + 16 context) decodes slower than it plays.
+    assert paced_core(96, 0.1, 0.024, PLAN, FRAME_S) == 96
+
+
+def test_an_engine_slower_than_a_first_size_window_plays_is_still_paced() -> None:
+    """11 ms per frame: a first-size window (12 + 16 context) decodes slower than it plays, but a
+    larger one keeps up: the first window is planned large enough (planned_first), and the later
+    ones are still cut to the audio ahead."""
+    assert paced_core(96, 1.0, 0.011, PLAN, FRAME_S) == int(MARGIN * 1.0 / 0.011) - 16
 
 
 def test_the_decode_speed_follows_recent_runs() -> None:
@@ -212,3 +227,87 @@ def test_limited_cores_still_tile_the_sentence_exactly_once(total: int, first: i
     scheduled = core_sizes(plan)
     # never above the schedule (the last core also takes a sliver smaller than the first window)
     assert all(end - start <= next(scheduled) + first - 1 for start, end in limited)
+
+
+ONNX_PLAN = WindowPlan(first=16, carried_context=8, first_right_context=8)
+
+
+def test_the_first_window_is_the_plans_on_a_host_fast_enough_for_it() -> None:
+    for seconds_per_frame in (0.005, 0.009):  # the fast class, the Intel class
+        assert planned_first(400, seconds_per_frame, ONNX_PLAN, FRAME_S) == ONNX_PLAN.first
+
+
+def test_on_a_slow_host_the_first_window_grows_to_what_keeps_the_listener_in_audio() -> None:
+    """14.75 ms per frame (RTF 0.59): after a 16-frame first window the next windows can only
+    shrink the audio ahead (a gap), so the first grows, to the smallest size that keeps playing."""
+    s = 0.01475
+    assert not keeps_playing(ONNX_PLAN.first, 400, s, ONNX_PLAN, FRAME_S)
+    first = planned_first(400, s, ONNX_PLAN, FRAME_S)
+    assert first is not None and first > ONNX_PLAN.first
+    assert keeps_playing(first, 400, s, ONNX_PLAN, FRAME_S)
+    assert not keeps_playing(first - 1, 400, s, ONNX_PLAN, FRAME_S)
+    # A whole-piece encoding still to come (a lookahead's) needs more audio buffered before it.
+    with_encoding = planned_first(400, s, ONNX_PLAN, FRAME_S, encode_s=0.5, encode_by=90)
+    assert with_encoding is not None and with_encoding > first
+    # ...and a head too short to buffer it: no first window does (the piece is encoded whole first).
+    assert planned_first(400, s, ONNX_PLAN, FRAME_S, encode_s=3.0, encode_by=40) is None
+    # Slower than real time: nothing helps, the plan's first window.
+    assert planned_first(400, 0.026, ONNX_PLAN, FRAME_S) == ONNX_PLAN.first
+
+
+def test_a_piece_is_decoded_whole_when_that_delays_no_audio() -> None:
+    clock = ManualClock()
+    pace = paced(DecodeSpeed(0.01), clock)
+    assert pace.decodes_whole(40, 40)  # nothing plays: no more frames than the first window computes
+    assert not pace.decodes_whole(80, 40)  # nothing ahead: the first window is first audio
+    ahead = paced(DecodeSpeed(0.01), clock, ahead_s=1.0)
+    assert ahead.decodes_whole(90, 40)  # 0.9 s of decoding within 0.9 of 1 s ahead
+    assert not ahead.decodes_whole(91, 40)
+    assert not paced(DecodeSpeed(), clock, ahead_s=5.0).decodes_whole(40, 40)  # unmeasured: the plan
+
+
+def test_the_whole_piece_is_encoded_once_the_audio_ahead_covers_it() -> None:
+    clock = ManualClock()
+    pace = paced(DecodeSpeed(0.01), clock, ahead_s=1.0)
+    assert not pace.affords_encode(100, ONNX_PLAN)  # the encoder's speed is not measured yet
+    pace.encoded(50, 0.25)  # 5 ms per token
+    # 0.9 s of the 1 s ahead: 100 tokens (0.5 s) and a first-size window (32 frames, 0.32 s) fit...
+    assert pace.affords_encode(100, ONNX_PLAN)
+    assert not pace.affords_encode(120, ONNX_PLAN)  # ...120 tokens (0.6 s) do not
+
+
+def test_a_gap_the_engines_own_window_caused_keeps_the_pace() -> None:
+    """A window that outlasted the audio ahead (a load spike the speed did not foresee) leaves the
+    listener dry while this engine computes: the pace, not the schedule's larger windows, is the
+    remedy. A gap while the text waited between windows (a worker busy elsewhere) is the server's."""
+    clock = ManualClock()
+    pace = paced(DecodeSpeed(0.009), clock)
+    listener, limit = pace.listener, pace.limit(PLAN)
+    listener.produced(0.3)
+    clock.now += 0.5  # the next window took 0.5 s: 0.2 s of silence during it
+    pace.decoded(40, 0.5)
+    listener.produced(0.3)
+    assert listener.behind() and not pace.behind()
+    cut = limit(96)
+    assert cut < 96  # still paced
+    clock.now += 0.5  # then nothing computed while the listener ran dry: the server is behind
+    listener.produced(0.3)
+    assert pace.behind() and limit(96) == 2 * cut  # the schedule, regrowing from the cut
+
+
+def test_a_window_is_never_cut_below_what_regains_audio() -> None:
+    """15 ms per frame with 0.1 s ahead (after a load spike): a 12-frame window would take 420 ms
+    for 300 ms of audio, and the next one would find even less ahead. The cut stops at the
+    smallest core that adds more audio than it takes (16 x 15 / (25 - 15) = 24, so 25)."""
+    assert gaining_core(0.015, PLAN, FRAME_S) == 25
+    assert paced_core(96, 0.1, 0.015, PLAN, FRAME_S) == 25
+    assert paced_core(20, 0.1, 0.015, PLAN, FRAME_S) == 20  # never more than the schedule's
+    assert gaining_core(0.005, PLAN, FRAME_S) == PLAN.first  # a fast host: the plan's
+
+
+def test_with_audio_playing_only_the_audio_ahead_decides_whole_decoding() -> None:
+    """A later piece no longer than its grown first window is not decoded whole unless the audio
+    ahead covers decoding it: the pace would have cut that first window."""
+    ahead = paced(DecodeSpeed(0.02), ManualClock(), ahead_s=1.0)
+    assert not ahead.decodes_whole(60, 100)  # 1.2 s of decoding, 0.9 s of budget
+    assert ahead.decodes_whole(45, 100)

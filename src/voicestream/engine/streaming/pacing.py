@@ -7,19 +7,36 @@ first window's audio, and the window after a long sentence's lookahead join (loo
 outlasts what the head had buffered: the listener hears the stream stop (timelines and numbers:
 docs/engine-evidence.md, "Pacing").
 
-So before each window after the first, the schedule's size is cut to what the engine, at the
-speed it measured on its recent runs, decodes within `MARGIN` of the audio the listener has yet
-to hear. Never below the first window's size; not at all when even a first-size window decodes
-slower than it plays (smaller windows would only add context, and the listener falls behind
-either way), nor when the server is behind (`Listener.behind`: the listener ran dry while the
-text waited, before the call or during it): then windows wait for workers busy with other
-sessions, and larger windows, which cost less, are the remedy (without this rule, a loaded server's listeners heard
-longer silences paced than on the schedule alone: docs/engine-evidence.md, "Pacing"). On a
-machine fast enough for the schedule nothing changes.
+So every window is planned against the listener's clock with the speeds measured on this host
+(`DecodeSpeed`: seconds per generator frame; `EncodeSpeed`: seconds per encoder token), which
+makes a stream gapless by construction on any host that decodes faster than real time:
+
+- Each window after the first: the schedule's size, cut to what the engine decodes within
+  `MARGIN` of the audio the listener has yet to hear (`paced_core`). Never below the first
+  window's size; not at all on a host slower than real time (no size keeps up), nor when the
+  server is behind (`Listener.behind`: the listener ran dry while the text waited, before the
+  call or during it): then windows wait for workers busy with other sessions, and larger windows,
+  which cost less, are the remedy (without this rule, a loaded server's listeners heard longer
+  silences paced than on the schedule alone: docs/engine-evidence.md, "Pacing").
+- A piece's first window, when nothing plays yet: the smallest core after which those paced
+  windows keep the listener in audio to the piece's end and leave it audio that no longer shrinks
+  (`planned_first`, which runs the pacer's own rule ahead of time on the measured speeds). On a
+  fast host that is the plan's `first`; on a slow one (RTF ~0.6) a 16-frame window's audio is
+  shorter than any next window takes, and the first audio waits a little longer instead.
+- A lookahead's whole-piece encoding (lookahead.py) runs as soon as the audio ahead covers it and
+  a first-size window after it, and the head's first window is planned so that it does before
+  the head runs out (else the piece is encoded whole before its first window).
+- A piece is decoded in one run when that delays no audio: it is no longer than its first window
+  would compute, or the audio ahead covers decoding all of it (`WindowPacer.decodes_whole`).
+
+On a machine fast enough for the schedule nothing changes. docs/engine.md, "Gapless by
+construction", has the reasoning; tests/unit/test_gapless_hosts.py simulates hosts from RTF 0.2
+to 0.8.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -55,25 +72,148 @@ class DecodeSpeed:
         self.seconds_per_frame = sample if previous is None else (previous + sample) / 2
 
 
+@dataclass(slots=True)
+class EncodeSpeed:
+    """Seconds an encoder run takes per token (its fixed cost included, so a short run's rate
+    overestimates a long one's: the safe side), over an engine's recent runs."""
+
+    seconds_per_token: float | None = None
+
+    def record(self, tokens: int, seconds: float) -> None:
+        sample = seconds / max(1, tokens)
+        previous = self.seconds_per_token
+        self.seconds_per_token = sample if previous is None else (previous + sample) / 2
+
+    def estimate(self, tokens: int) -> float:
+        """Seconds an encoder run over `tokens` takes (0 while unmeasured)."""
+        return 0.0 if self.seconds_per_token is None else self.seconds_per_token * tokens
+
+
+def real_time(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> bool:
+    """Whether the engine keeps up with a listener at all: its largest later window decodes (with
+    its context) in less time than it plays."""
+    return 0.0 < seconds_per_frame * (plan.largest + 2 * plan.later_context) < plan.largest * frame_s
+
+
+def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float, margin: float = MARGIN) -> int:
+    """The smallest core worth cutting a window to: one whose audio outlasts its decoding (with its
+    context), s (c + k) < c f. A smaller window takes more time than it adds audio, so cutting to
+    it after a load spike would leave the listener ever shorter of audio (a stream of 16-frame
+    windows each a little late). The plan's `first` on a host fast enough."""
+    del margin  # the break-even itself: a window that gains any audio regains the listener's lead
+    s, f, k = seconds_per_frame, frame_s, 2 * plan.later_context
+    if s <= 0.0 or s >= f:
+        return plan.largest if s > 0.0 else plan.first
+    return min(plan.largest, max(plan.first, math.floor(k * s / (f - s) + 1e-9) + 1))  # float rounding
+
+
+def keeps_playing(
+    first: int,
+    frames: int,
+    seconds_per_frame: float,
+    plan: WindowPlan,
+    frame_s: float,
+    margin: float = MARGIN,
+    *,
+    encode_s: float = 0.0,
+    encode_by: int | None = None,
+    reserve_s: float = 0.0,
+) -> bool:
+    """Whether a piece of `frames` core frames, whose first window has `first`, plays without a
+    gap when each later window is paced as `WindowPacer` paces it (the largest core that decodes
+    within `margin` of the audio ahead, at most `growth` times the one before and `largest`).
+    `encode_s`: an encoder run still to come (a lookahead's whole piece), taken as soon as the
+    audio ahead covers it and a first-size window after it, and needed before frame `encode_by`
+    (the head's last decodable frame). The plan's own rule run ahead of time, on the speeds; the
+    piece must also leave the listener audio ahead that never shrinks (`steady`), and `reserve_s`
+    more (the next piece's encoding), so that the next piece or sentence starts in time too."""
+    s, f, k = seconds_per_frame, frame_s, 2 * plan.later_context
+    ahead, done, size = first * f, first, first
+    pending = encode_s > 0.0 and encode_by is not None
+    steady = k * f * s / (margin * (f - s)) if s < f else math.inf  # audio ahead that never shrinks
+    floor = gaining_core(s, plan, f, margin)
+    while done < frames:
+        if pending and margin * ahead >= encode_s + s * (plan.first + k):
+            ahead, pending = ahead - encode_s, False
+            continue
+        if not pending and ahead >= steady + reserve_s and size >= k * s / (f - s):
+            return True  # every window from here adds more audio than it takes to decode
+        affordable = int(margin * ahead / s + 1e-6) - k
+        core = min(plan.largest, round(size * plan.growth), affordable, frames - done)
+        if pending and encode_by is not None:
+            core = min(core, encode_by - done)
+        if core < min(floor, frames - done):
+            return False  # the next window (or the encoding) outlasts the audio ahead
+        ahead += core * f - s * (core + k)
+        done, size = done + core, max(core, plan.first)
+    # The piece ends: what follows (the next piece's encoding and windows, another sentence) needs
+    # audio ahead that the paced windows do not shrink.
+    return not pending and ahead >= steady + reserve_s
+
+
+def planned_first(
+    frames: int,
+    seconds_per_frame: float,
+    plan: WindowPlan,
+    frame_s: float,
+    margin: float = MARGIN,
+    *,
+    encode_s: float = 0.0,
+    encode_by: int | None = None,
+    reserve_s: float = 0.0,
+) -> int | None:
+    """The smallest first core (from the plan's `first`, at most `encode_by`) after which the piece
+    keeps playing (`keeps_playing`): the first audio waits for what the host's speed needs, and no
+    more. The plan's `first` on a host too slow for real time (nothing helps); None when no size
+    does."""
+    if not real_time(seconds_per_frame, plan, frame_s):
+        return plan.first
+    largest = min(frames, plan.largest, encode_by if encode_by is not None else plan.largest)
+    for first in range(plan.first, max(plan.first, largest) + 1):
+        if keeps_playing(
+            first,
+            frames,
+            seconds_per_frame,
+            plan,
+            frame_s,
+            margin,
+            encode_s=encode_s,
+            encode_by=encode_by,
+            reserve_s=reserve_s,
+        ):
+            return first
+    return None
+
+
 def paced_core(
     scheduled: int, ahead_s: float, seconds_per_frame: float, plan: WindowPlan, frame_s: float, margin: float = MARGIN
 ) -> int:
     """The next core's frames: the schedule's, or fewer when decoding that many (and the window's
     context) would take longer than `margin` of the `ahead_s` seconds the listener has left."""
     context = 2 * plan.later_context
-    if seconds_per_frame * (plan.first + context) >= plan.first * frame_s or seconds_per_frame <= 0.0:
-        return scheduled  # even the smallest window plays shorter than it decodes (or a clock stood still)
+    if not real_time(seconds_per_frame, plan, frame_s):
+        return scheduled  # slower than real time whatever the size (or a clock stood still)
     # Whole frames, with a tolerance for float rounding (0.9 * 0.3 s / 9 ms is 29.99999999999997).
     affordable = int(margin * ahead_s / seconds_per_frame + 1e-6) - context
-    return max(plan.first, min(scheduled, affordable))
+    floor = min(scheduled, gaining_core(seconds_per_frame, plan, frame_s, margin))
+    return max(plan.first, floor, min(scheduled, affordable))
 
 
 class WindowPacer:
     """One synthesis call's pacing: the engine's speed, and the listener's clock (listener.py, the
     one the server reads too), which hears each window's audio as the engine yields it."""
 
-    def __init__(self, speed: DecodeSpeed, listener: Listener, frame_s: float, *, margin: float = MARGIN) -> None:
+    def __init__(
+        self,
+        speed: DecodeSpeed,
+        listener: Listener,
+        frame_s: float,
+        *,
+        margin: float = MARGIN,
+        encode_speed: EncodeSpeed | None = None,
+    ) -> None:
         self.speed = speed
+        self.encode_speed = encode_speed if encode_speed is not None else EncodeSpeed()
         self.listener = listener
         self.frame_s = frame_s
         self.margin = checked_margin(margin)
@@ -81,6 +221,7 @@ class WindowPacer:
         # window, unless earlier audio still plays.
         self._pushed_before = listener.pushed_s
         self._ahead_before = listener.ahead_s() > 0
+        self._own_gap_until = -math.inf  # when the last gap this call's own windows caused ended
 
     def now(self) -> float:
         return self.listener.now()
@@ -88,9 +229,82 @@ class WindowPacer:
     def decoded(self, frames: int, seconds: float) -> None:
         """A window of `frames` span frames took `seconds` to decode."""
         self.speed.record(frames, seconds)
+        now = self.now()
+        if self.listener.ran_dry_since(now - seconds):
+            # The listener ran dry while this engine's own window was computing: its speed was
+            # misjudged (a load spike), which the pace corrects; not a server behind its listener.
+            self._own_gap_until = now
+
+    def behind(self) -> bool:
+        """`Listener.behind`, less the gaps this call's own windows caused (`decoded`): the
+        listener ran dry while the text waited for the server (a worker, another session)."""
+        return self.listener.behind() and self.listener.ran_dry_since(self._own_gap_until)
+
+    def encoded(self, tokens: int, seconds: float) -> None:
+        """An encoder run over `tokens` took `seconds`."""
+        self.encode_speed.record(tokens, seconds)
 
     def _playing(self) -> bool:
         return self._ahead_before or self.listener.pushed_s > self._pushed_before
+
+    def _measured(self) -> float | None:
+        """The decode speed when windows are to be planned by it: measured, and the server not
+        behind its listener (then larger windows are the remedy, whatever the speed)."""
+        if self.behind():
+            return None
+        return self.speed.seconds_per_frame
+
+    def _budget_s(self) -> float:
+        """Seconds of work that fit before the listener's audio runs out, with the margin."""
+        return self.margin * self.listener.ahead_s() if self._playing() else 0.0
+
+    def first_growth(
+        self, plan: WindowPlan, frames: int, tokens: int, *, rest_tokens: int = 0, encode_by: int | None = None
+    ) -> int | None:
+        """Frames a piece's first window grows by when the listener hears nothing yet: to the
+        smallest core after which the paced windows keep the listener in audio (`planned_first`;
+        `frames`: the piece's core frames; `rest_tokens`: a lookahead's whole-piece encoding still
+        to come, needed before frame `encode_by`; `tokens`: the piece's, whose encoding time is
+        kept in reserve for the next piece's). First audio waits for that much more, where the
+        alternative is a gap after it. None: no first window keeps the listener in audio."""
+        seconds_per_frame = self._measured()
+        if seconds_per_frame is None or self._playing():
+            return 0
+        encode_s = self.encode_speed.estimate(rest_tokens)
+        first = planned_first(
+            frames,
+            seconds_per_frame,
+            plan,
+            self.frame_s,
+            self.margin,
+            encode_s=encode_s,
+            encode_by=encode_by,
+            reserve_s=self.encode_speed.estimate(tokens),
+        )
+        return None if first is None else first - plan.first
+
+    def decodes_whole(self, whole_frames: int, first_frames: int) -> bool:
+        """Whether a piece is decoded in one run: when that delays no audio, because its frames
+        are no more than the first window's (it costs no more), or because the listener's audio
+        ahead covers decoding all of them (`whole_frames`, `first_frames`: generator frames). The
+        first rule only while nothing plays: then the first window is first audio, whatever it
+        costs; with audio playing, the pace would cut that first window to the audio ahead."""
+        seconds_per_frame = self._measured()
+        if seconds_per_frame is None:
+            return False
+        if not self._playing():
+            return whole_frames <= first_frames
+        return seconds_per_frame * whole_frames <= self._budget_s()
+
+    def affords_encode(self, tokens: int, plan: WindowPlan) -> bool:
+        """Whether an encoder run over `tokens` and then a first-size window both fit in the
+        listener's audio ahead (a lookahead's whole-piece encoding: lookahead.py). False while
+        either speed is unmeasured."""
+        seconds_per_frame = self._measured()
+        if seconds_per_frame is None or self.encode_speed.seconds_per_token is None:
+            return False
+        work = self.encode_speed.estimate(tokens) + seconds_per_frame * (plan.first + 2 * plan.later_context)
+        return work <= self._budget_s()
 
     def limit(self, plan: WindowPlan) -> Callable[[int], int]:
         """For windows.cores, over one piece's windows: each scheduled size cut to what the
@@ -105,7 +319,7 @@ class WindowPacer:
             seconds_per_frame = self.speed.seconds_per_frame
             # behind (the listener ran dry while this text waited, before or during the call):
             # larger windows are the remedy; unmeasured, or nothing played yet: nothing to pace
-            if not (seconds_per_frame is None or not self._playing() or self.listener.behind()):
+            if not (seconds_per_frame is None or not self._playing() or self.behind()):
                 size = paced_core(size, self.listener.ahead_s(), seconds_per_frame, plan, self.frame_s, self.margin)
             regrowing_from = size if size < scheduled else None
             return size

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from voicestream.engine.base import AudioChunk, FloatAudio
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.lookahead import LookaheadPlan, frames_before, head_split
-from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, WindowPacer, checked_margin
+from voicestream.engine.streaming.pacing import MARGIN, DecodeSpeed, EncodeSpeed, WindowPacer, checked_margin
 from voicestream.engine.streaming.windows import (
     SAMPLES_PER_FRAME,
     Stitcher,
@@ -142,15 +142,29 @@ def decode_windows(
     """Each window as soon as it is decoded (one window when `plan` is None), the audio of frames
     [start, frames): frames before `start` (leading silence) are not emitted, and with a plan not
     decoded either, except as the first window's left context. With `pace`, each window's size is
-    decided when it is asked for, cut to the listener's audio (pacing.py). `ahead`, `behind`: the
-    listener as the piece starts (windows.core_sizes)."""
+    decided when it is asked for, cut to the listener's audio, the first one planned on the
+    measured speeds, and the piece is one run when that delays no audio (pacing.py). `ahead`,
+    `behind`: the listener as the piece starts (windows.core_sizes)."""
     if plan is None:
         window = Window(start, features.frames, 0, features.frames)
         audio = runtime.window_decoder()(features, window)
         yield DecodedWindow(window, Stitcher(SAMPLES_PER_FRAME, 0, start).push(window, audio), features)
         return
     decoder = _WindowDecoder(runtime, plan.crossfade, start, pace, plan)
-    planned = cores(features.frames, plan, start=start, limit=decoder.limit, ahead=ahead, behind=behind)
+    total = features.frames
+    if pace is not None and start < total:
+        # Nothing playing yet: the first window is as large as the measured speed needs for the
+        # windows after it to keep the listener in audio (pacing.planned_first); when no size
+        # does (a host about as slow as real time), the largest.
+        grow = pace.first_growth(plan, total - start, len(runtime.durations(features)[0]) - 2)
+        ahead = max(ahead, plan.largest - plan.first if grow is None else grow)
+        # Asked once the piece is encoded: the audio ahead is what is left after the encoder.
+        whole = window_around((start, total), total, plan, first=True)
+        first_window = window_around((start, min(total, start + plan.first + ahead)), total, plan, first=True)
+        if pace.decodes_whole(whole.frames, first_window.frames):
+            yield decoder.decode(features, whole)
+            return
+    planned = cores(total, plan, start=start, limit=decoder.limit, ahead=ahead, behind=behind)
     for index, core in enumerate(planned):
         yield decoder.decode(features, window_around(core, features.frames, plan, first=index == 0))
 
@@ -163,21 +177,40 @@ def decode_windows_after_head(
     plan: WindowPlan,
     start: int = 0,
     pace: WindowPacer | None = None,
+    *,
+    ahead: int = 0,
+    rest_tokens: int = 0,
+    head_tokens: int = 0,
 ) -> Iterator[DecodedWindow[F]]:
     """Windows decoded from `head` (a shorter encoding, exact up to `join_frame`) as long as
-    everything they compute lies before the join, then from `rest()`'s features (called once,
-    when the first later window is asked for, so that window is sized knowing what the encoding
-    took), one window schedule across both (lookahead.py). No window sees the head's frames past
-    the join, so the switch is an ordinary seam and the join itself lies inside a window decoded
-    from the joined features."""
+    everything they compute lies before the join, then from `rest()`'s features, one window
+    schedule across both (lookahead.py). `rest()` (an encoder run over `rest_tokens`) is called
+    once: with `pace`, as soon as the listener's audio ahead covers it and a first-size window
+    after it (so it never outlasts what the head's windows buffered), else when the first window
+    past the join is asked for; the window after it is sized knowing what the encoding took. No
+    window sees the head's frames past the join, so the switch is an ordinary seam and the join
+    itself lies inside a window decoded from the joined features. `ahead`: frames the first
+    window grows by (core_sizes)."""
     decoder = _WindowDecoder(runtime, plan.crossfade, start, pace, plan)
-    sizes = core_sizes(plan)
     head_end = max(start, join_frame - plan.context - plan.frontend_context)
+    if pace is not None:
+        # The piece's frames, the head's rate of frames per token carried on to the whole piece.
+        frames = round((join_frame - start) * rest_tokens / max(1, head_tokens))
+        grow = pace.first_growth(plan, frames, rest_tokens, rest_tokens=rest_tokens, encode_by=head_end - start)
+        if grow is None:
+            # The head's audio cannot cover the whole piece's encoding on this host: encode it
+            # now, before the first window, rather than stall the listener after it.
+            yield from decode_windows(runtime, rest(), plan, start, pace)
+            return
+        ahead = max(ahead, grow)
+    sizes = core_sizes(plan, ahead=ahead)
     first = True
     for core in cores(head_end, plan, start=start, sizes=sizes, limit=decoder.limit, open_end=True):
         yield decoder.decode(head, window_around(core, join_frame, plan, first=first))
         first = False
         start = core[1]
+        if pace is not None and pace.affords_encode(rest_tokens, plan):
+            break  # asked for the next window: the audio ahead now covers the encoding
     joined = rest()
     for core in cores(joined.frames, plan, start=start, sizes=sizes, limit=decoder.limit):
         yield decoder.decode(joined, window_around(core, joined.frames, plan, first=first))
@@ -203,6 +236,7 @@ class Pipeline(Generic[F, S]):
         self.streaming = streaming
         self._join = join
         self.decode_speed = DecodeSpeed()
+        self.encode_speed = EncodeSpeed()
 
     def run(
         self, pieces: Sequence[Phonemes], style_of: Callable[[Phonemes, list[int]], S], speed: float, listener: Listener
@@ -213,7 +247,9 @@ class Pipeline(Generic[F, S]):
         offset_s = 0.0  # audio of the pieces before: word times count from the call's first sample
         streaming = self.streaming
         pace = (
-            WindowPacer(self.decode_speed, listener, FRAME_S, margin=streaming.pacing_margin)
+            WindowPacer(
+                self.decode_speed, listener, FRAME_S, margin=streaming.pacing_margin, encode_speed=self.encode_speed
+            )
             if streaming.pacing
             else None
         )
@@ -241,27 +277,51 @@ class Pipeline(Generic[F, S]):
         runtime, plan = self.runtime, self.streaming.windows
         # The listener as the piece starts: the audio still playing (the sentences and pieces
         # before it) and whether the server is behind it.
-        ahead, behind = ahead_frames(listener.ahead_s(), FRAME_S), listener.behind()
-        # The head is encoded first for the first audio's sake. With a first window's worth of audio
-        # (300 ms) still playing, the whole piece's encoding (a fraction of that even at 50 words:
-        # docs/engine-evidence.md, "Lookahead") fits in it, and the head's would be spent for
-        # nothing; likewise when the server is behind (a first window of 72+ frames, which waits for
-        # a worker anyway).
+        ahead = ahead_frames(listener.ahead_s(), FRAME_S)
+        behind = listener.behind() if pace is None else pace.behind()
+        # The head is encoded first for the first audio's sake. When the audio still playing covers
+        # the whole piece's encoding and a first window after it (measured speeds: pacing.py;
+        # unpaced, a first window's worth of audio, 300 ms, which the encoding of even 50 words fits
+        # in: docs/engine-evidence.md, "Lookahead"), the head's would be spent for nothing;
+        # likewise when the server is behind (a first window of 72+ frames, which waits for a
+        # worker anyway).
         join = self._join
-        wants_head = plan is not None and join is not None and ahead < plan.first and not behind
+        if pace is None:
+            covered = ahead >= plan.first if plan is not None else True
+        else:
+            covered = plan is None or pace.affords_encode(len(ids), plan)
+        wants_head = plan is not None and join is not None and not covered and not behind
         head = head_split(ids, self.streaming.lookahead) if wants_head else None
+
+        def encode(part: list[int]) -> F:
+            started = pace.now() if pace is not None else 0.0
+            features = runtime.encode(part, style, speed)
+            if pace is not None:
+                pace.encoded(len(part), pace.now() - started)
+            return features
+
         if plan is None or head is None or join is None:
-            features = runtime.encode(ids, style, speed)
+            features = encode(ids)
             first_frame = self._first_frame(features)
             return decode_windows(runtime, features, plan, first_frame, pace, ahead=ahead, behind=behind)
-        head_features = runtime.encode(ids[: head.end], style, speed)
+        head_features = encode(ids[: head.end])
 
         def whole_piece() -> F:
-            return join(head_features, runtime.encode(ids, style, speed), head.join)
+            return join(head_features, encode(ids), head.join)
 
         join_frame = frames_before(runtime.durations(head_features), head.join)
         first_frame = self._first_frame(head_features)
-        return decode_windows_after_head(runtime, head_features, join_frame, whole_piece, plan, first_frame, pace)
+        return decode_windows_after_head(
+            runtime,
+            head_features,
+            join_frame,
+            whole_piece,
+            plan,
+            first_frame,
+            pace,
+            rest_tokens=len(ids),
+            head_tokens=head.join,
+        )
 
     def _first_frame(self, features: F) -> int:
         """The first frame to emit: the leading pad's frames are silence (Kokoro predicts ~0.3-0.45 s

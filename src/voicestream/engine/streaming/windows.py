@@ -160,8 +160,11 @@ def cores(
     past `total_frames` (a lookahead's head), so the cores stop before a rest smaller than the
     first window instead of merging it: the next call's first core begins with it. `ahead`,
     `behind`: the listener as the piece starts (`core_sizes`)."""
-    if plan.first + ahead >= total_frames - start:
-        # The audio ahead covers the first window and all the rest: one run, no seams.
+    if plan.first + ahead >= total_frames - start and (
+        limit is None or limit(total_frames - start) >= total_frames - start
+    ):
+        # The audio ahead covers the first window and all the rest (and the pace decodes it in
+        # time): one run, no seams.
         if start < total_frames:
             yield (start, total_frames)
         return
