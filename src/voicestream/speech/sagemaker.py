@@ -124,6 +124,8 @@ class SageMakerTransport:
             # a bad signature or an unknown endpoint surface here.
             _, self._receiver = await self._stream.await_output()
         except Exception as exc:  # config, credentials, TLS, HTTP status: all mean "not open"
+            # A refused stream never acknowledges the end of our input: do not wait for it.
+            self._stream = None
             await self.close()
             raise SessionConnectError(f"cannot open {self.description}: {_describe(exc)}") from exc
 
