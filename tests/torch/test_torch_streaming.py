@@ -33,6 +33,7 @@ from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES
 from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
 from voicestream.engine.streaming.word_timings import FRAME_S
 from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine, import_kokoro
+from voicestream.engine.torch.norms import NormCarry
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 RECEPTIVE_FIELD_FRAMES = 14
@@ -278,9 +279,11 @@ class CountingSplit(TorchSplitRuntime):
         super().__init__(model)
         self.decoded: list[Window] = []
 
-    def decode_window(self, features: TorchSentenceFeatures, window: Window) -> torch.Tensor:
+    def decode_window(
+        self, features: TorchSentenceFeatures, window: Window, carry: NormCarry | None = None
+    ) -> torch.Tensor:
         self.decoded.append(window)
-        return super().decode_window(features, window)
+        return super().decode_window(features, window, carry)
 
 
 def test_the_stream_decodes_one_window_per_request_and_stops_when_dropped(engine: TorchEngine) -> None:

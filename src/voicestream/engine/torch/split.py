@@ -15,7 +15,9 @@ KModel's own submodules in the order `KModel.forward_with_tokens`, `Decoder.forw
   `KModel.forward`, so seeded alike, whole-sentence decoding equals forward bit for bit.
 - `decode_window` (per window of frames): the source's STFT over the window's span, the decoder
   and the iSTFTNet generator. Everything there is local except the instance norms (AdaIN), which
-  normalise over the span they are given: see docs/engine.md on what that means for seams.
+  normalise over the span they are given (the generator's may carry their statistics from the
+  piece's earlier windows, as the ONNX generator's do: norms.py, `carried_norms`): see
+  docs/engine.md on what that means for seams.
 
 Why the excitation and not just the phase (the ONNX cut's choice): the generator feeds the
 *angle* of the source's STFT to convolutions, and an angle jumps by 2*pi where a bin crosses
@@ -40,6 +42,7 @@ import torch.nn.functional as F
 from voicestream.engine.base import EngineError, FloatAudio
 from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import Window, WindowPlan
+from voicestream.engine.torch.norms import CarriedNorms, NormCarry, adain_resblock
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,13 @@ class TorchSentenceFeatures:
 class TorchSplitRuntime:
     """Encoder and window decoder over one loaded KModel; holds no per-request state (thread-safe)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, carried_norms: bool = False) -> None:
+        """`carried_norms`: a piece's windows carry the generator's norm statistics from one to
+        the next (norms.py), as the ONNX engine's do. Off by default: on this model it moved
+        every window nearer the whole piece but made its seams no better (docs/engine.md, "No
+        carried statistics on torch")."""
         self.model = model
+        self.carried_norms = carried_norms
         # One frame: two pitch points, each upsampled x(upsample rates x iSTFT hop) = 600 samples.
         self.samples_per_frame = 2 * int(model.decoder.generator.m_source.l_sin_gen.upsample_scale)
 
@@ -124,8 +132,12 @@ class TorchSplitRuntime:
 
     # --- part 2 ------------------------------------------------------------------------------
 
-    def decode_window(self, features: TorchSentenceFeatures, window: Window) -> torch.Tensor:
+    def decode_window(
+        self, features: TorchSentenceFeatures, window: Window, carry: NormCarry | None = None
+    ) -> torch.Tensor:
         """Audio of the window's whole span [span_start, span_end) (1-D, samples_per_frame a frame).
+        `carry`: the generator's norms blended with (and recorded for) the piece's other windows
+        (norms.py); None: kokoro's own modules, each norm over this span alone.
 
         Call under torch.inference_mode()."""
         decoder = self.model.decoder
@@ -145,7 +157,7 @@ class TorchSplitRuntime:
             x = block(x, style)
             if block.upsample_type != "none":
                 residual = False
-        return self._generate(x, style, self._source_spectrum(features, a, b))
+        return self._generate(x, style, self._source_spectrum(features, a, b), carry)
 
     def _source_spectrum(self, features: TorchSentenceFeatures, a: int, b: int) -> torch.Tensor:
         """The STFT (magnitudes ++ angles) of the sentence's source over frames [a, b), as Generator makes it."""
@@ -153,20 +165,27 @@ class TorchSplitRuntime:
         magnitude, angle = self.model.decoder.generator.stft.transform(features.source[:, a * spf : b * spf])
         return torch.cat([magnitude, angle], dim=1)
 
-    def _generate(self, x: torch.Tensor, style: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    def _generate(
+        self, x: torch.Tensor, style: torch.Tensor, source: torch.Tensor, carry: NormCarry | None
+    ) -> torch.Tensor:
         """Generator.forward after its source module: upsampling blocks, then the inverse STFT."""
         generator = self.model.decoder.generator
+
+        def resblock(block: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = block(x, style) if carry is None else adain_resblock(block, x, style, carry)
+            return out
+
         for i in range(generator.num_upsamples):
             x = F.leaky_relu(x, negative_slope=0.1)
-            x_source = generator.noise_res[i](generator.noise_convs[i](source), style)
+            x_source = resblock(generator.noise_res[i], generator.noise_convs[i](source))
             x = generator.ups[i](x)
             if i == generator.num_upsamples - 1:
                 x = generator.reflection_pad(x)
             x = x + x_source
             blocks = generator.resblocks[i * generator.num_kernels : (i + 1) * generator.num_kernels]
-            xs = blocks[0](x, style)
+            xs = resblock(blocks[0], x)
             for block in blocks[1:]:
-                xs += block(x, style)
+                xs += resblock(block, x)
             x = xs / generator.num_kernels
         x = generator.conv_post(F.leaky_relu(x))
         bins = generator.post_n_fft // 2 + 1
@@ -180,13 +199,29 @@ class TorchSplitRuntime:
         return np.asarray(features.durations.numpy(), dtype=np.int64)[None]
 
     def window_decoder(self) -> Callable[[TorchSentenceFeatures, Window], FloatAudio]:
-        """Each window decoded on its own (its norms over its own span: nothing carried)."""
-        return self.decode_audio
+        """One piece's windows in order: the audio of each window's span, its norms over that
+        span alone; or, with `carried_norms`, the generator's norms of each blended with the
+        statistics carried from the windows before it (norms.py). Either way the first window
+        carries nothing: decoded alone, a piece is KModel.forward's samples."""
+        if not self.carried_norms:
+            return self.decode_audio
+        carried: CarriedNorms | None = None
 
-    def decode_audio(self, features: TorchSentenceFeatures, window: Window) -> FloatAudio:
+        def decode(features: TorchSentenceFeatures, window: Window) -> FloatAudio:
+            nonlocal carried
+            carry = NormCarry(carried, window.frames)
+            audio = self.decode_audio(features, window, carry)
+            carried = carry.after()
+            return audio
+
+        return decode
+
+    def decode_audio(
+        self, features: TorchSentenceFeatures, window: Window, carry: NormCarry | None = None
+    ) -> FloatAudio:
         """`decode_window` under inference mode, as float32 samples on the CPU."""
         with torch.inference_mode():
-            audio = self.decode_window(features, window).float().cpu().numpy()
+            audio = self.decode_window(features, window, carry).float().cpu().numpy()
         return np.asarray(audio, dtype=np.float32)
 
     def stream(
