@@ -51,9 +51,10 @@ from voicestream.wire.bidi import DEFAULT_VOICE
 
 # One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
 # context frames cover the decoder's receptive field (14 frames each side, measured on KModel in
-# tests/torch/test_torch_streaming.py) with 2 to spare. Windows double: a GPU decodes a long
-# window about as fast as a short one, so fewer seams cost nothing.
-DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=240, context=16, frontend_context=0, crossfade=2)
+# tests/torch/test_torch_streaming.py) with 2 to spare. Windows double up to 144 frames, the
+# ONNX plan's cap: longer windows next to shorter ones step more at their seams (docs/engine.md,
+# "No carried statistics on torch").
+DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=144, context=16, frontend_context=0, crossfade=2)
 
 
 def import_kokoro() -> tuple[Any, Any]:
