@@ -95,12 +95,12 @@ def real_time(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> boo
     return 0.0 < seconds_per_frame * (plan.largest + 2 * plan.later_context) < plan.largest * frame_s
 
 
-def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float, margin: float = MARGIN) -> int:
+def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> int:
     """The smallest core worth cutting a window to: one whose audio outlasts its decoding (with its
     context), s (c + k) < c f. A smaller window takes more time than it adds audio, so cutting to
     it after a load spike would leave the listener ever shorter of audio (a stream of 16-frame
     windows each a little late). The plan's `first` on a host fast enough."""
-    del margin  # the break-even itself: a window that gains any audio regains the listener's lead
+    # No margin: the break-even itself (a window that gains any audio regains the listener's lead).
     s, f, k = seconds_per_frame, frame_s, 2 * plan.later_context
     if s <= 0.0 or s >= f:
         return plan.largest if s > 0.0 else plan.first
@@ -131,7 +131,7 @@ def keeps_playing(
     ahead, done, size = first * f, first, first
     pending = encode_s > 0.0 and encode_by is not None
     steady = k * f * s / (margin * (f - s)) if s < f else math.inf  # audio ahead that never shrinks
-    floor = gaining_core(s, plan, f, margin)
+    floor = gaining_core(s, plan, f)
     while done < frames:
         if pending and margin * ahead >= encode_s + s * (plan.first + k):
             ahead, pending = ahead - encode_s, False
@@ -195,7 +195,7 @@ def paced_core(
         return scheduled  # slower than real time whatever the size (or a clock stood still)
     # Whole frames, with a tolerance for float rounding (0.9 * 0.3 s / 9 ms is 29.99999999999997).
     affordable = int(margin * ahead_s / seconds_per_frame + 1e-6) - context
-    floor = min(scheduled, gaining_core(seconds_per_frame, plan, frame_s, margin))
+    floor = min(scheduled, gaining_core(seconds_per_frame, plan, frame_s))
     return max(plan.first, floor, min(scheduled, affordable))
 
 
