@@ -150,7 +150,9 @@ def test_benchmark_runs_both_experiments_on_vllm_omni(
         },
     )
     text = "The first sentence is short. The second one is short too."
-    result = executions.run(machine, {"trials": 1, "text": text, "prompt": "", "silence_timeout_s": 60})
+    # metrics_wait_seconds 0: the ASL's default waits 120 s (in real time under moto) for CloudWatch.
+    run = {"trials": 1, "text": text, "prompt": "", "silence_timeout_s": 60, "metrics_wait_seconds": 0}
+    result = executions.run(machine, run)
 
     assert result.status == "SUCCEEDED", result.describe()
     raw = result.output["report"]["raw"][0]
