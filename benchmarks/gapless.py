@@ -62,6 +62,7 @@ def main() -> None:
         "benchmark": "gapless",
         "command": command_line(),
         "source": {"file": str(args.agent.name), "command": agent["command"], "started": agent["started"]},
+        "machine": agent.get("machine"),  # the agent run's host: this script only analyses its arrivals
         "player": "starts at the first audio frame, plays in real time, stalls while empty",
         **analyse(agent),
     }

@@ -31,8 +31,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -45,6 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from common import machine
 from voicestream.chunker import split_sentences
 from voicestream.speech import BidiSession, RequestCompleted, RequestTimings
 from voicestream.texts import paragraph
@@ -148,7 +147,7 @@ async def run(url: str, repeats: int, rtts_ms: list[float]) -> dict[str, Any]:
         "sentences": sentences,
         "repeats": repeats,
         "server": url,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
+        "machine": machine(),
         "results": results,
     }
 
