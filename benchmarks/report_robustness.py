@@ -264,7 +264,7 @@ def hostile(page: Page, r: Json) -> None:
                 + " so each case ends within seconds; a connection being closed that does not drain is reset "
                 "after 5 s. Cases marked * ask for audio: B shares the synthesis workers and the cores with "
                 "them like with any caller, so its first audio is slower by their share; the others are refused "
-                "at the door.",
+                "at the door." + _warm_up_text(r.get("hostile_warm_up")),
                 _table(
                     [
                         "case",
@@ -280,6 +280,18 @@ def hostile(page: Page, r: Json) -> None:
                 _command(r),
             ]
         )
+    )
+
+
+def _warm_up_text(warm_up: Json | None) -> str:
+    """What the server took on before the first case (robustness.py's `warm_up`): first use."""
+    if not warm_up:
+        return ""
+    return (
+        f" Before the first case, {warm_up['callers']} callers heard the cases' long text "
+        f"({warm_up['text_chars']} characters) in full at once: RSS {warm_up['rss_before_mib']:.0f} → "
+        f"{warm_up['rss_after_mib']:.0f} MiB, the memory of a server's first concurrent long syntheses, "
+        "which every server takes on once; the rows count growth from there."
     )
 
 

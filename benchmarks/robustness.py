@@ -19,6 +19,9 @@ before the fix (run it with an older checkout's src on PYTHONPATH: see the repor
   client, the server's log events meanwhile, its open connections after, and RSS growth from
   before the case to idle after it. The in-process server runs with a body deadline and a
   consumer-lag limit of 2 s (recorded in `hostile_limits`) so every case ends within seconds.
+  Before the first case, two callers hear the cases' long text in full at once (`warm_up`): the
+  memory a server takes on for its first concurrent long syntheses is first use, which every
+  server pays once, not growth that a hostile client causes; the rows measure the growth.
 
     .venv/bin/python benchmarks/robustness.py [--repeats 3] [--cap-s 60] [--only hostile]
         [--out benchmarks/results/robustness.json]
@@ -45,7 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from websockets.asyncio.client import connect
 
 from common import LocalServer, base_parser, header, kokoro_server, ratio, run_async, summary, write_json
-from hostile import CASES, SYNTHESIZING, Target
+from hostile import CASES, LONG_TEXT, SYNTHESIZING, Target
 from voicestream import env
 from voicestream.devserver import bind_free_port, serve_in_thread
 from voicestream.httpserver import CLOSE_TIMEOUT_S
@@ -295,6 +298,34 @@ async def hostile_row(
     }
 
 
+async def warm_up(server: LocalServer, callers: int = 2) -> dict[str, Any]:
+    """`callers` POST /invocations of the hostile cases' long text at once, each read in full; the
+    RSS before and after (idle, freed memory returned)."""
+    await wait_idle(server, 0.5)
+    await asyncio.to_thread(release_freed_memory)
+    before = rss_mib()
+
+    async def one(client: httpx.AsyncClient) -> int:
+        received = 0
+        async with client.stream("POST", f"{server.http_url}/invocations", json={"text": LONG_TEXT}) as response:
+            response.raise_for_status()
+            async for part in response.aiter_bytes():
+                received += len(part)
+        return received
+
+    async with httpx.AsyncClient(timeout=300) as client:
+        received = await asyncio.gather(*(one(client) for _ in range(callers)))
+    await wait_idle(server, 1.0)
+    await asyncio.to_thread(release_freed_memory)
+    return {
+        "callers": callers,
+        "text_chars": len(LONG_TEXT),
+        "bytes_received": list(received),
+        "rss_before_mib": round(before, 1),
+        "rss_after_mib": round(rss_mib(), 1),
+    }
+
+
 async def hostile(server: LocalServer, repeats: int) -> dict[str, Any]:
     assert server.runtime is not None
     limits = server.runtime.limits
@@ -325,6 +356,7 @@ async def measure(server: LocalServer, repeats: int, cap_s: float, only: str | N
     if only in (None, "blends"):
         report["blends"] = await asyncio.to_thread(blends, server, 500)
     if only in (None, "hostile"):
+        report["hostile_warm_up"] = await warm_up(server)
         report["hostile"] = await hostile(server, repeats)
     return report
 
