@@ -17,7 +17,11 @@ decoding every sentence whole) so that the machine's load falls on both alike:
 - the worst single gap and the total stall a listener hears who starts at the first chunk and
   plays in real time (first_audio_length.py's model), max over repeats;
 - compute over whole-sentence decoding: this process's CPU seconds (the sleeps cost none), and
-  the emulated busy seconds (each run's time times k).
+  the emulated busy seconds (each run's time times k);
+- the cores other processes kept busy during each run, and the chunk-by-chunk timeline of the
+  run with the worst gap (when each chunk was ready, its audio, where the listener was): a gap
+  under load can then be told from a planning fault (a window planned longer than the audio
+  ahead on the speeds measured before it).
 
     .venv/bin/python benchmarks/slow_host.py [--slow-rtf 0.6 | --factors 1 3] [--repeats 2] [--threads 2]
 """
@@ -107,18 +111,32 @@ def worst_gap_s(ready_at: list[float], durations: list[float]) -> float:
     return worst
 
 
-def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, float]:
+def timeline(ready_at: list[float], durations: list[float], sentence_of: list[int]) -> list[list[float]]:
+    """Per chunk: [ready (ms), audio (ms), audio ahead of the listener when it was ready (ms; a
+    negative value is the gap it ended), sentence index], the listener starting at the first chunk."""
+    rows: list[list[float]] = []
+    played_until = ready_at[0] if ready_at else 0.0
+    for at, duration, index in zip(ready_at, durations, sentence_of, strict=True):
+        rows.append([round(at * 1000, 1), round(duration * 1000, 1), round((played_until - at) * 1000, 1), index])
+        played_until = max(at, played_until) + duration
+    return rows
+
+
+def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
     """`sentences` in turn to one listener (the server's way with a request), timed."""
     assert engine.slowed is not None
     listener = Listener()
+    meter = LoadMeter()
     busy_before, cpu_before = engine.slowed.busy_s, own_cpu_s()
     started = time.perf_counter()
     ready_at: list[float] = []
     durations: list[float] = []
-    for text in sentences:
+    sentence_of: list[int] = []
+    for index, text in enumerate(sentences):
         for chunk in engine.synthesize(text, listener=listener):
             ready_at.append(time.perf_counter() - started)
             durations.append(chunk.duration_s)
+            sentence_of.append(index)
     return {
         "first_ms": ready_at[0] * 1000,
         "worst_gap_ms": worst_gap_s(ready_at, durations) * 1000,
@@ -127,6 +145,8 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, float]:
         "chunks": len(durations),
         "cpu_s": own_cpu_s() - cpu_before,
         "busy_s": engine.slowed.busy_s - busy_before,
+        "other_processes_cores": meter.report()["other_processes_cores"],
+        "timeline": timeline(ready_at, durations, sentence_of),
     }
 
 
@@ -147,10 +167,11 @@ def loaded(factor: float, threads: int, strategy: OnnxStrategy) -> SlowedEngine:
     return engine
 
 
-def summarise(chunked: list[dict[str, float]], whole: list[dict[str, float]]) -> dict[str, Any]:
-    def total(runs: list[dict[str, float]], key: str) -> float:
-        return sum(run[key] for run in runs)
+def summarise(chunked: list[dict[str, Any]], whole: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(runs: list[dict[str, Any]], key: str) -> float:
+        return float(sum(run[key] for run in runs))
 
+    worst = max(chunked, key=lambda run: run["worst_gap_ms"])
     return {
         "first_audio_ms_p50": round(statistics.median(run["first_ms"] for run in chunked), 1),
         "whole_first_audio_ms_p50": round(statistics.median(run["first_ms"] for run in whole), 1),
@@ -161,6 +182,10 @@ def summarise(chunked: list[dict[str, float]], whole: list[dict[str, float]]) ->
         "busy_over_whole": round(total(chunked, "busy_s") / total(whole, "busy_s"), 3),
         "audio_s": round(chunked[0]["audio_s"], 2),
         "chunks": int(chunked[0]["chunks"]),
+        "worst_gap_ms_per_repeat": [round(run["worst_gap_ms"], 1) for run in chunked],
+        "other_processes_cores_per_repeat": [run["other_processes_cores"] for run in chunked],
+        # [ready ms, audio ms, audio ahead ms (negative: a gap), sentence]
+        "worst_run_timeline": worst["timeline"],
     }
 
 
@@ -187,7 +212,7 @@ def main() -> None:
     for factor in factors:
         chunked_engine = loaded(factor, args.threads, OnnxStrategy())
         whole_engine = loaded(factor, args.threads, OnnxStrategy(decoder_windows=None))
-        runs: dict[str, dict[str, list[dict[str, float]]]] = {}
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for _ in range(args.repeats):
             for name, sentences in texts().items():
                 for label, engine in (("chunked", chunked_engine), ("whole", whole_engine)):
@@ -196,7 +221,9 @@ def main() -> None:
             "emulated_whole_sentence_rtf": round(factor * measured, 3),
             "texts": {name: summarise(both["chunked"], both["whole"]) for name, both in runs.items()},
         }
-        print(f"k={factor:g}", by_factor[f"k={factor:g}"], flush=True)
+        for name, summary in by_factor[f"k={factor:g}"]["texts"].items():
+            shown = {key: value for key, value in summary.items() if key != "worst_run_timeline"}
+            print(f"k={factor:g} {name}", shown, flush=True)
         chunked_engine.close()
         whole_engine.close()
     report["results"] = by_factor

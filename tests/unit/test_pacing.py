@@ -261,8 +261,8 @@ def test_a_piece_is_decoded_whole_when_that_delays_no_audio() -> None:
     assert pace.decodes_whole(40, 40)  # nothing plays: no more frames than the first window computes
     assert not pace.decodes_whole(80, 40)  # nothing ahead: the first window is first audio
     ahead = paced(DecodeSpeed(0.01), clock, ahead_s=1.0)
-    assert ahead.decodes_whole(90, 40)  # 0.9 s of decoding within 0.9 of 1 s ahead
-    assert not ahead.decodes_whole(91, 40)
+    assert ahead.decodes_whole(50, 40)  # 0.5 s of decoding: half of the 1 s ahead (WHOLE_RUN_SHARE)
+    assert not ahead.decodes_whole(51, 40)  # a window may take 0.9 of it; one whole run may not
     assert not paced(DecodeSpeed(), clock, ahead_s=5.0).decodes_whole(40, 40)  # unmeasured: the plan
 
 
@@ -309,5 +309,5 @@ def test_with_audio_playing_only_the_audio_ahead_decides_whole_decoding() -> Non
     """A later piece no longer than its grown first window is not decoded whole unless the audio
     ahead covers decoding it: the pace would have cut that first window."""
     ahead = paced(DecodeSpeed(0.02), ManualClock(), ahead_s=1.0)
-    assert not ahead.decodes_whole(60, 100)  # 1.2 s of decoding, 0.9 s of budget
-    assert ahead.decodes_whole(45, 100)
+    assert not ahead.decodes_whole(60, 100)  # 1.2 s of decoding, 0.5 s of budget
+    assert ahead.decodes_whole(25, 100)

@@ -27,7 +27,8 @@ makes a stream gapless by construction on any host that decodes faster than real
   a first-size window after it, and the head's first window is planned so that it does before
   the head runs out (else the piece is encoded whole before its first window).
 - A piece is decoded in one run when that delays no audio: it is no longer than its first window
-  would compute, or the audio ahead covers decoding all of it (`WindowPacer.decodes_whole`).
+  would compute, or the audio ahead covers decoding all of it twice over (`WindowPacer.decodes_whole`,
+  `WHOLE_RUN_SHARE`: one run is one bet on the speed, with no window after which to correct it).
 
 On a machine fast enough for the schedule nothing changes. docs/engine.md, "Gapless by
 construction", has the reasoning; tests/unit/test_gapless_hosts.py simulates hosts from RTF 0.2
@@ -49,6 +50,14 @@ from voicestream.engine.streaming.windows import WindowPlan
 # and every cut adds a seam's context: the largest margin that never left a listener waiting is
 # the cheapest (swept, with its numbers: docs/engine-evidence.md, "Pacing").
 MARGIN: Final = 0.9
+
+# Share of the audio ahead that a piece decoded in one run may take to decode (at the measured
+# speed). Windows re-measure the speed after each run, so a load that starts mid-piece costs at
+# most one window's excess; a whole piece is one run of seconds with nothing to correct until it
+# ends. Half: the run may take twice its measured time (another process taking one of two cores)
+# and the listener still hears no gap. With the margin instead, the emulated slow host stalled
+# 0.9-1.4 s when a load began during such a run (docs/engine-evidence.md, "Gapless on a slow host").
+WHOLE_RUN_SHARE: Final = 0.5
 
 
 def checked_margin(margin: float) -> float:
@@ -285,16 +294,17 @@ class WindowPacer:
 
     def decodes_whole(self, whole_frames: int, first_frames: int) -> bool:
         """Whether a piece is decoded in one run: when that delays no audio, because its frames
-        are no more than the first window's (it costs no more), or because the listener's audio
-        ahead covers decoding all of them (`whole_frames`, `first_frames`: generator frames). The
-        first rule only while nothing plays: then the first window is first audio, whatever it
-        costs; with audio playing, the pace would cut that first window to the audio ahead."""
+        are no more than the first window's (it costs no more), or because decoding all of them
+        takes at most `WHOLE_RUN_SHARE` of the listener's audio ahead (`whole_frames`,
+        `first_frames`: generator frames). The first rule only while nothing plays: then the
+        first window is first audio, whatever it costs; with audio playing, the pace would cut
+        that first window to the audio ahead."""
         seconds_per_frame = self._measured()
         if seconds_per_frame is None:
             return False
         if not self._playing():
             return whole_frames <= first_frames
-        return seconds_per_frame * whole_frames <= self._budget_s()
+        return seconds_per_frame * whole_frames <= WHOLE_RUN_SHARE * self.listener.ahead_s()
 
     def affords_encode(self, tokens: int, plan: WindowPlan) -> bool:
         """Whether an encoder run over `tokens` and then a first-size window both fit in the
