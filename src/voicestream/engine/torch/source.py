@@ -62,7 +62,6 @@ class HarmonicSource:
         self.sine_amp = float(sine.sine_amp)
         self.noise_std = float(sine.noise_std)
         self.voiced_threshold = float(sine.voiced_threshold)
-        self.noise_branch_amp = float(module.sine_amp)
         self.linear = module.l_linear
 
     # --- the steps ---------------------------------------------------------------------------
