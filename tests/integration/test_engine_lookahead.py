@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tests.support.long_sentences import LONG_SENTENCES
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
 from voicestream.engine.onnx.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, OnnxEngine
 from voicestream.engine.onnx.runtime import SentenceFeatures, join
@@ -26,19 +27,7 @@ from voicestream.engine.streaming.word_timings import TokenWord, tokenize, word_
 # One sentence's seams may be past the gate's mean (below), not by far: a window cut off too short
 # puts 4 dB or more near every seam (benchmarks/seam_margins.py).
 MAX_SENTENCE_SEAM_EXCESS_DB = 1.5
-SENTENCES = (
-    "Our team will move every order from the north depot to the new site next week so please check that your "
-    "delivery address and phone number are correct before friday because the courier cannot call you back after "
-    "the van leaves and we would hate for anything to go missing.",
-    "Your flight to Lisbon leaves tomorrow morning from gate twelve and I can move you to an aisle seat near the "
-    "front if you would like me to do that for you before the check in desk closes at nine.",
-    "I looked through your last three statements and the extra charge comes from the annual fee that was added in "
-    "March when your introductory period ended so I can ask the billing team to waive it this one time if you want.",
-    "The museum opens at ten in the morning and closes at six in the evening and tickets cost eighteen euros for "
-    "adults while children under twelve enter for free on every day of the week except public holidays.",
-    "To reset your router unplug it from the wall wait about thirty seconds plug it back in and then give the "
-    "lights a minute or two to settle before you try connecting your laptop to the network again.",
-)
+SENTENCES = LONG_SENTENCES
 
 
 @dataclass

@@ -29,9 +29,11 @@ def whole_torch(source_dir: Path, derived_dir: Path, real_engine: TorchEngine) -
 
 @pytest.fixture(scope="module")
 def windowed_torch(source_dir: Path, derived_dir: Path, real_engine: TorchEngine) -> Iterator[TorchEngine]:
-    """Windows on the plan with the leading silence kept: frame for frame the whole decoding's
-    (which keeps it, being KModel.forward's samples), so the seam gate compares like with like."""
-    engine = TorchEngine(source_dir, derived_dir=derived_dir, pacing=False, lead_in_frames=None)
+    """Windows on the plan with the leading silence kept and without the lookahead (its head is
+    encoded on its own: test_torch_lookahead.py gates its seams): frame for frame the whole
+    decoding's (which keeps it, being KModel.forward's samples), so the seam gate compares like
+    with like."""
+    engine = TorchEngine(source_dir, derived_dir=derived_dir, pacing=False, lead_in_frames=None, lookahead=None)
     engine.load()
     yield engine
     engine.close()

@@ -13,7 +13,8 @@ sides, like any other seam.
 What it costs: the head's encoder run (a short sentence's) once per long piece; what it changes:
 the head's words get durations and pitch from a shorter context than the whole sentence's (they
 were measured close: docs/engine-evidence.md, "Lookahead"), so a long sentence does not sound
-exactly as it would encoded whole. `OnnxEngine(strategy=OnnxStrategy(lookahead=None))` turns it off.
+exactly as it would encoded whole. `OnnxEngine(strategy=OnnxStrategy(lookahead=None))` turns it off
+(`TorchEngine(lookahead=None)` on torch).
 
 Pure arithmetic and numpy: the runtime runs the encoder and joins the features.
 """

@@ -7,7 +7,8 @@ time-bounded worker processes, so one session's pathological text neither stalls
 nor runs unbounded). Requests from several worker threads overlap on the model.
 
 Streaming inside a sentence: the pipeline every engine shares (streaming/pipeline.py,
-docs/engine.md) over the KModel split (split.py): per phoneme piece the encoder runs once, then
+docs/engine.md) over the KModel split (split.py): per phoneme piece the encoder runs once (a long
+piece's head first, joined to the whole piece's encoding: lookahead.py, split.py `join`), then
 the decoder runs over windows of frames (windows.py), each window's audio yielded as soon as it
 is computed, paced to the listener, the leading silence cut. `decoder_windows=None` decodes each
 piece in one window: KModel.forward's samples exactly (the same random source noise).
@@ -38,6 +39,7 @@ from voicestream.engine.models.torch_assets import (
     torch_assets,
 )
 from voicestream.engine.streaming.listener import Listener
+from voicestream.engine.streaming.lookahead import LookaheadPlan
 from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Pipeline, Streaming
 from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import PhonemeSource
@@ -55,6 +57,8 @@ from voicestream.wire.bidi import DEFAULT_VOICE
 # ONNX plan's cap: longer windows next to shorter ones step more at their seams (docs/engine.md,
 # "No carried statistics on torch").
 DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=144, context=16, frontend_context=0, crossfade=2)
+# The ONNX engine's policy: a piece of ~100+ tokens is encoded head first (lookahead.py).
+DEFAULT_LOOKAHEAD = LookaheadPlan()
 
 
 def import_kokoro() -> tuple[Any, Any]:
@@ -72,6 +76,7 @@ class TorchEngine(KokoroEngine):
         threads: int | None = None,
         *,
         decoder_windows: WindowPlan | None = DEFAULT_WINDOWS,
+        lookahead: LookaheadPlan | None = DEFAULT_LOOKAHEAD,
         g2p: G2PSettings | None = None,
         derived_dir: Path | None = None,
         pacing: bool = True,
@@ -80,7 +85,8 @@ class TorchEngine(KokoroEngine):
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
         `decoder_windows` None decodes each piece whole, leading silence included (one chunk per
-        piece: KModel.forward's samples); with windows, the leading silence is cut to
+        piece: KModel.forward's samples); `lookahead`: how a long piece's head is encoded first
+        (lookahead.py; None: every piece encoded whole); with windows, the leading silence is cut to
         `lead_in_frames` (None: kept) and, with `pacing`, later windows are cut to what this
         engine decodes while the listener's audio plays (streaming/pacing.py); `g2p`: the front
         end's worker processes (each conversion time-bounded: g2p.py). Weights: the model
@@ -93,6 +99,7 @@ class TorchEngine(KokoroEngine):
         self.requested_device = device
         self.threads = threads
         self.decoder_windows = decoder_windows
+        self.lookahead = lookahead
         self.pacing = pacing
         self.lead_in_frames = lead_in_frames
         self.derived_dir = derived_dir
@@ -120,7 +127,7 @@ class TorchEngine(KokoroEngine):
         self._model = model.to(self.device).eval()
         self._split = TorchSplitRuntime(self._model)
         self._frontend.vocabulary = frozenset(self._model.vocab)
-        self._pipeline = Pipeline(self._split, self._model.vocab, self.streaming())
+        self._pipeline = Pipeline(self._split, self._model.vocab, self.streaming(), join=self._split.join)
         self._assets = assets
         # Warm the default voice end to end: G2P workers, voice file, first-inference kernel
         # setup (seconds on CUDA) happen here instead of in the first request.
@@ -138,12 +145,11 @@ class TorchEngine(KokoroEngine):
         return torch_assets(root)
 
     def streaming(self) -> Streaming:
-        """What the shared pipeline (streaming/pipeline.py) is told. No lookahead: see docs/engine.md,
-        "The torch runtime" (its features carry a per-sample source that a join would restart)."""
+        """What the shared pipeline (streaming/pipeline.py) is told."""
         windows = self.decoder_windows
         return Streaming(
             windows=windows,
-            lookahead=None,
+            lookahead=self.lookahead,
             lead_in_frames=None if windows is None else self.lead_in_frames,
             pacing=self.pacing,
         )

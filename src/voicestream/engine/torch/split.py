@@ -7,12 +7,15 @@ KModel's own submodules in the order `KModel.forward_with_tokens`, `Decoder.forw
 - `encode` (once per sentence): ALBERT, prosody predictor and text encoder -> the frame-aligned
   text features `asr`, the pitch and energy curves `f0`/`energy` (two points per frame), the
   decoder's half of the style, the frames per token, and the harmonic source's excitation for
-  the whole sentence (kokoro's own source module, one value per sample). That source is where
-  the sentence-wide state of the decoder lives: `SineGen` integrates each harmonic's frequency
-  with a cumulative sum from the sentence's start (a window that summed from its own start
-  would restart every harmonic's phase), and it draws Gaussian noise for every sample. Drawn
-  here, once, the noise comes from the same random stream in the same order as in
-  `KModel.forward`, so seeded alike, whole-sentence decoding equals forward bit for bit.
+  the whole sentence (one value per sample, with each harmonic's running phase: source.py, which
+  computes what kokoro's source module does). That source is where the sentence-wide state of
+  the decoder lives: `SineGen` integrates each harmonic's frequency with a cumulative sum from
+  the sentence's start (a window that summed from its own start would restart every harmonic's
+  phase), and it draws Gaussian noise for every sample. Drawn here, once, the noise comes from
+  the same random stream in the same order as in `KModel.forward`, so seeded alike,
+  whole-sentence decoding equals forward bit for bit.
+- `join` (a long piece, its head encoded first: streaming/lookahead.py): the head's features
+  before the join, the whole piece's from it, the source's phase continuing from the head's.
 - `decode_window` (per window of frames): the source's STFT over the window's span, the decoder
   and the iSTFTNet generator. Everything there is local except the instance norms (AdaIN), which
   normalise over the span they are given (the generator's may carry their statistics from the
@@ -40,9 +43,11 @@ import torch
 import torch.nn.functional as F
 
 from voicestream.engine.base import EngineError, FloatAudio
+from voicestream.engine.streaming.lookahead import frames_before
 from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import Window, WindowPlan
 from voicestream.engine.torch.norms import CarriedNorms, NormCarry, adain_resblock
+from voicestream.engine.torch.source import HarmonicSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,7 @@ class TorchSentenceFeatures:
     energy: torch.Tensor  # [1, 2 * frames]
     decoder_style: torch.Tensor  # [1, 128]
     source: torch.Tensor  # [1, samples]: the harmonic source's excitation (phase summed over the sentence)
+    cycles: torch.Tensor  # [1, 9, 2 * frames] float64: each harmonic's running phase (source.py)
     durations: torch.Tensor  # [tokens + 2] int64, on the CPU: frames per token, pad tokens included
 
     @property
@@ -73,6 +79,7 @@ class TorchSplitRuntime:
         self.carried_norms = carried_norms
         # One frame: two pitch points, each upsampled x(upsample rates x iSTFT hop) = 600 samples.
         self.samples_per_frame = 2 * int(model.decoder.generator.m_source.l_sin_gen.upsample_scale)
+        self.harmonic_source = HarmonicSource(model.decoder.generator.m_source)
 
     @property
     def device(self) -> torch.device:
@@ -118,17 +125,44 @@ class TorchSplitRuntime:
         alignment = alignment.unsqueeze(0)
         f0, energy = model.predictor.F0Ntrain(d.transpose(-1, -2) @ alignment, prosody_style)
         asr = model.text_encoder(input_ids, lengths, text_mask) @ alignment
-        generator = model.decoder.generator
-        # Generator.forward's first steps, over the whole sentence: pitch upsampled to samples, source.
-        source, _noise, _voiced = generator.m_source(generator.f0_upsamp(f0[:, None]).transpose(1, 2))
+        # Generator.forward's first step, over the whole sentence: the source module's excitation.
+        source = self.harmonic_source.whole(f0)
         return TorchSentenceFeatures(
             asr=asr,
             f0=f0,
             energy=energy,
             decoder_style=ref_s[:, :128],
-            source=source.transpose(1, 2).squeeze(1),
+            source=source.samples,
+            cycles=source.cycles,
             durations=durations.cpu(),
         )
+
+    def join(self, head: TorchSentenceFeatures, whole: TorchSentenceFeatures, token: int) -> TorchSentenceFeatures:
+        """The head's frames before `token`, then the whole piece's from `token` on (the
+        pipeline's `Join`, streaming/lookahead.py).
+
+        The source: the head's samples before the join, which the windows decoded from the head
+        have played, then the excitation of the joined pitch curve from the join on, each
+        harmonic's phase continuing from the head's running phase at the join (source.py), with
+        fresh noise. So no harmonic jumps at the join: only its frequency changes, from the
+        head's pitch to the whole piece's."""
+        head_frames = frames_before(self.durations(head), token)
+        whole_frames = frames_before(self.durations(whole), token)
+        if not 0 < head_frames < head.frames or not 0 < whole_frames < whole.frames:
+            raise ValueError(f"token {token} does not join inside both encodings")
+        h, w = 2 * head_frames, 2 * whole_frames  # f0, energy and cycles have two points per frame
+        with torch.inference_mode():
+            f0 = torch.cat([head.f0[:, :h], whole.f0[:, w:]], dim=1)
+            rest = self.harmonic_source.continued(f0, head.cycles[:, :, :h])
+            return TorchSentenceFeatures(
+                asr=torch.cat([head.asr[:, :, :head_frames], whole.asr[:, :, whole_frames:]], dim=2),
+                f0=f0,
+                energy=torch.cat([head.energy[:, :h], whole.energy[:, w:]], dim=1),
+                decoder_style=whole.decoder_style,
+                source=torch.cat([head.source[:, : head_frames * self.samples_per_frame], rest.samples], dim=1),
+                cycles=rest.cycles,
+                durations=torch.cat([head.durations[: token + 1], whole.durations[token + 1 :]]),
+            )
 
     # --- part 2 ------------------------------------------------------------------------------
 
