@@ -58,16 +58,19 @@ class SlowedRuntime:
         self.runtime = runtime
         self.factor = factor
         self.busy_s = 0.0  # the emulated host's seconds of work
+        # Each run: [started (perf_counter), "encode" | "decode", tokens | span frames, seconds].
+        self.runs: list[list[Any]] = []
 
-    def _slowed(self, started: float) -> None:
+    def _slowed(self, started: float, kind: str, size: int) -> None:
         took = time.perf_counter() - started
         time.sleep((self.factor - 1.0) * took)
         self.busy_s += self.factor * took
+        self.runs.append([started, kind, size, self.factor * took])
 
     def encode(self, ids: list[int], style: VoiceArray, speed: float) -> SentenceFeatures:
         started = time.perf_counter()
         features = self.runtime.encode(ids, style, speed)
-        self._slowed(started)
+        self._slowed(started, "encode", len(ids))
         return features
 
     def durations(self, features: SentenceFeatures) -> npt.NDArray[Any]:
@@ -79,7 +82,7 @@ class SlowedRuntime:
         def slowed(features: SentenceFeatures, window: Window) -> FloatAudio:
             started = time.perf_counter()
             audio = decode(features, window)
-            self._slowed(started)
+            self._slowed(started, "decode", window.frames)
             return audio
 
         return slowed
@@ -127,7 +130,7 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
     assert engine.slowed is not None
     listener = Listener()
     meter = LoadMeter()
-    busy_before, cpu_before = engine.slowed.busy_s, own_cpu_s()
+    busy_before, cpu_before, runs_before = engine.slowed.busy_s, own_cpu_s(), len(engine.slowed.runs)
     started = time.perf_counter()
     ready_at: list[float] = []
     durations: list[float] = []
@@ -147,16 +150,21 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
         "busy_s": engine.slowed.busy_s - busy_before,
         "other_processes_cores": meter.report()["other_processes_cores"],
         "timeline": timeline(ready_at, durations, sentence_of),
+        "runs": [
+            [round((at - started) * 1000, 1), kind, size, round(seconds * 1000, 1)]
+            for at, kind, size, seconds in engine.slowed.runs[runs_before:]
+        ],
     }
 
 
-def texts() -> dict[str, list[str]]:
-    return {
+def texts(only: list[str] | None = None) -> dict[str, list[str]]:
+    every = {
         "short_5_words": [sentence(5)],
         "long_50_words": [sentence(50)],
         "digit_heavy": [DIGITS],
         "paragraph_4_sentences": bench_replies()["paragraph_4_sentences"],
     }
+    return {name: sentences for name, sentences in every.items() if only is None or name in only}
 
 
 def loaded(factor: float, threads: int, strategy: OnnxStrategy) -> SlowedEngine:
@@ -186,6 +194,8 @@ def summarise(chunked: list[dict[str, Any]], whole: list[dict[str, Any]]) -> dic
         "other_processes_cores_per_repeat": [run["other_processes_cores"] for run in chunked],
         # [ready ms, audio ms, audio ahead ms (negative: a gap), sentence]
         "worst_run_timeline": worst["timeline"],
+        # [started ms, encode | decode, tokens | span frames, emulated ms]
+        "worst_run_runs": worst["runs"],
     }
 
 
@@ -199,6 +209,7 @@ def main() -> None:
         help="the whole-sentence RTF to emulate: k = this / the RTF measured now (3 on a quiet fast host)",
     )
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--texts", nargs="+", choices=list(texts()), help="only these texts (default: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=str(RESULTS / "slow_host.json"))
     args = parser.parse_args()
@@ -214,7 +225,7 @@ def main() -> None:
         whole_engine = loaded(factor, args.threads, OnnxStrategy(decoder_windows=None))
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for _ in range(args.repeats):
-            for name, sentences in texts().items():
+            for name, sentences in texts(args.texts).items():
                 for label, engine in (("chunked", chunked_engine), ("whole", whole_engine)):
                     runs.setdefault(name, {}).setdefault(label, []).append(spoken(engine, sentences))
         by_factor[f"k={factor:g}"] = {
@@ -222,7 +233,7 @@ def main() -> None:
             "texts": {name: summarise(both["chunked"], both["whole"]) for name, both in runs.items()},
         }
         for name, summary in by_factor[f"k={factor:g}"]["texts"].items():
-            shown = {key: value for key, value in summary.items() if key != "worst_run_timeline"}
+            shown = {key: value for key, value in summary.items() if not key.startswith("worst_run_")}
             print(f"k={factor:g} {name}", shown, flush=True)
         chunked_engine.close()
         whole_engine.close()

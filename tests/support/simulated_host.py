@@ -196,13 +196,20 @@ def play(pipeline: Pipeline[FakeFeatures, int], clock: ManualClock, pieces: Sequ
 
 
 def simulated_pipeline(
-    rtf: float, streaming: Streaming, jitter: Sequence[float] = (1.0,)
+    rtf: float,
+    streaming: Streaming,
+    jitter: Sequence[float] = (1.0,),
+    *,
+    after_warm_up: Sequence[float] | None = None,
 ) -> tuple[Pipeline[FakeFeatures, int], ManualClock]:
     """A pipeline on a host at whole-sentence RTF `rtf`, warmed up like a server's engine (one
-    short synthesis measured its speed); `jitter`: SimulatedRuntime's."""
+    short synthesis measured its speed); `jitter`: SimulatedRuntime's; `after_warm_up`: the
+    jitter from then on (runs slower or faster than the speed the warm-up measured)."""
     clock = ManualClock()
     runtime = SimulatedRuntime(clock, HostCosts(rtf), jitter)
     pipeline: Pipeline[FakeFeatures, int] = Pipeline(runtime, VOCAB, streaming, join=join)
     play(pipeline, clock, [sentence(5)])
+    if after_warm_up is not None:
+        runtime.jitter = after_warm_up
     clock.now += 10.0
     return pipeline, clock

@@ -75,3 +75,16 @@ def test_a_load_that_starts_mid_call_costs_at_most_a_short_gap(text: str) -> Non
         pipeline, clock = simulated_pipeline(FAST_RTF, OnnxStrategy().streaming(), (1.0,) * at + (2.0,) * 200)
         stream = play(pipeline, clock, LOAD_STEP_TEXTS[text])
         assert stream.worst_gap_s <= 0.2, (at, stream)
+
+
+@pytest.mark.parametrize("variation", [(1.08,), (1.07, 0.95, 1.07, 1.0)])
+@pytest.mark.parametrize("rtf", HOSTS)
+@pytest.mark.parametrize("text", TEXTS)
+def test_runs_a_little_off_the_measured_speed_leave_no_gap(variation: tuple[float, ...], rtf: float, text: str) -> None:
+    """After the warm-up measured the speed, runs take up to 8% longer than it says (runs vary by
+    that much on a quiet host): the first window is planned with room for it (pacing.RUN_VARIATION),
+    so the windows after it add to the listener's lead instead of running at the break-even, where
+    such variation left gaps of up to 0.6 s at RTF 0.6-0.8."""
+    pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=variation)
+    stream = play(pipeline, clock, TEXTS[text])
+    assert stream.worst_gap_s <= WORST_GAP_S, stream

@@ -20,7 +20,8 @@ makes a stream gapless by construction on any host that decodes faster than real
   silences paced than on the schedule alone: docs/engine-evidence.md, "Pacing").
 - A piece's first window, when nothing plays yet: the smallest core after which those paced
   windows keep the listener in audio to the piece's end and leave it audio that no longer shrinks
-  (`planned_first`, which runs the pacer's own rule ahead of time on the measured speeds). On a
+  (`planned_first`, which runs the pacer's own rule ahead of time on the measured speeds, taken
+  `RUN_VARIATION` slower: runs vary). On a
   fast host that is the plan's `first`; on a slow one (RTF ~0.6) a 16-frame window's audio is
   shorter than any next window takes, and the first audio waits a little longer instead.
 - A lookahead's whole-piece encoding (lookahead.py) runs as soon as the audio ahead covers it and
@@ -50,6 +51,15 @@ from voicestream.engine.streaming.windows import WindowPlan
 # and every cut adds a seam's context: the largest margin that never left a listener waiting is
 # the cheapest (swept, with its numbers: docs/engine-evidence.md, "Pacing").
 MARGIN: Final = 0.9
+
+# How much slower than the measured speed the first window's plan takes every run to be. The plan
+# is exact at the measured speed, and on a slow host its windows run near the break-even, where
+# runs that vary by a few percent (they do, quiet or not) empty the listener's lead: the emulated
+# slow host's paragraph ran on windows that each added ~5 ms, then stalled 0.7 s at the next
+# sentence. Planned 10% slow, the first window buys a lead that grows: no gap in the same runs,
+# larger later windows (less context recomputed), and 50-200 ms more first audio there; the fast
+# class's first window is the plan's either way (docs/engine-evidence.md, "Gapless on a slow host").
+RUN_VARIATION: Final = 1.1
 
 # Share of the audio ahead that a piece decoded in one run may take to decode (at the measured
 # speed). Windows re-measure the speed after each run, so a load that starts mid-piece costs at
@@ -282,7 +292,7 @@ class WindowPacer:
         encode_s = self.encode_speed.estimate(rest_tokens)
         first = planned_first(
             frames,
-            seconds_per_frame,
+            seconds_per_frame * RUN_VARIATION,
             plan,
             self.frame_s,
             self.margin,
