@@ -210,12 +210,13 @@ def hostile(page: Page, r: Json) -> None:
     rows_in = r.get("hostile")
     if not rows_in:
         return
+    run = r.get("reruns", {}).get("hostile", r)  # the run that measured these rows (robustness.py --only)
     ratios = {name: row["others_first_audio_ratio"] for name, row in rows_in.items()}
     growth = {name: row["rss_growth_mib"] for name, row in rows_in.items()}
     worst_ratio = max(ratios, key=lambda name: ratios[name] or float("inf"))
     worst_growth = max(growth, key=lambda name: growth[name])
     ended = all(row["ended_by_server"] and row["connections_after"] == 0 for row in rows_in.values())
-    served = all(row["b_first_audio_contended_ms"].get("n") == r["repeats"] for row in rows_in.values())
+    served = all(row["b_first_audio_contended_ms"].get("n") == run["repeats"] for row in rows_in.values())
     door = {name: value for name, value in ratios.items() if not rows_in[name].get("asks_for_synthesis")}
     worst_door = max(door, key=lambda name: door[name] or float("inf")) if door else None
     met = (
@@ -256,7 +257,7 @@ def hostile(page: Page, r: Json) -> None:
                 "## 17a. Hostile clients: the server goes on serving others, memory bounded (issue 32)",
                 "Each case's clients (benchmarks/hostile.py) do their harm on real sockets against the in-process "
                 "server while session B says “Hello there.”; B's first audio is compared with B alone just before "
-                f"(medians of {r['repeats']}). RSS is the server process's (the clients share it), before the case "
+                f"(medians of {run['repeats']}). RSS is the server process's (the clients share it), before the case "
                 "and once idle after it; the server's log events during the case are counted by name "
                 "(`event:code`). The server ran with a "
                 f"{r.get('server_send_buffer_bytes', 0) // 1024} KiB kernel send buffer per connection and "
@@ -277,7 +278,7 @@ def hostile(page: Page, r: Json) -> None:
                     ],
                     rows,
                 ),
-                _command(r),
+                _command(run),
             ]
         )
     )
@@ -289,9 +290,9 @@ def _warm_up_text(warm_up: Json | None) -> str:
         return ""
     return (
         f" Before the first case, {warm_up['callers']} callers heard the cases' long text "
-        f"({warm_up['text_chars']} characters) in full at once: RSS {warm_up['rss_before_mib']:.0f} → "
-        f"{warm_up['rss_after_mib']:.0f} MiB, the memory of a server's first concurrent long syntheses, "
-        "which every server takes on once; the rows count growth from there."
+        f"({warm_up['text_chars']} characters) in full at once (RSS {warm_up['rss_before_mib']:.0f} MiB "
+        f"before, {warm_up['rss_after_mib']:.0f} MiB once idle after): what a server takes on at its first "
+        "concurrent long syntheses is first use, not growth a hostile client causes."
     )
 
 

@@ -384,7 +384,16 @@ def main() -> None:
             hostile_limits=HOSTILE_LIMITS,
             server_send_buffer_bytes=SEND_BUFFER,
         )
-        report.update(run_async(lambda: measure(server, args.repeats, args.cap_s, args.only)))
+        measured = run_async(lambda: measure(server, args.repeats, args.cap_s, args.only))
+    if args.only and args.out.exists():
+        # One part rerun: written into the full result file; the other parts keep their run's
+        # header, this run's goes under `reruns` (the report cites it for that part).
+        full = json.loads(args.out.read_text())
+        full.update(measured)
+        full.setdefault("reruns", {})[args.only] = report
+        report = full
+    else:
+        report.update(measured)
     write_json(args.out, report)
 
 
