@@ -105,18 +105,10 @@ class SlowedEngine(OnnxEngine):
         return self._slowed_pipeline
 
 
-def worst_gap_s(ready_at: list[float], durations: list[float]) -> float:
-    """The longest single silence after playback starts at the first chunk (stall_s's model)."""
-    played_until, worst = (ready_at[0] if ready_at else 0.0), 0.0
-    for at, duration in zip(ready_at, durations, strict=True):
-        worst = max(worst, at - played_until)
-        played_until = max(at, played_until) + duration
-    return worst
-
-
 def timeline(ready_at: list[float], durations: list[float], sentence_of: list[int]) -> list[list[float]]:
     """Per chunk: [ready (ms), audio (ms), audio ahead of the listener when it was ready (ms; a
-    negative value is the gap it ended), sentence index], the listener starting at the first chunk."""
+    negative value is the gap it ended), sentence index], the listener starting at the first chunk
+    and playing in real time (stall_s's model; the worst gap is the most negative lead)."""
     rows: list[list[float]] = []
     played_until = ready_at[0] if ready_at else 0.0
     for at, duration, index in zip(ready_at, durations, sentence_of, strict=True):
@@ -140,16 +132,17 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
             ready_at.append(time.perf_counter() - started)
             durations.append(chunk.duration_s)
             sentence_of.append(index)
+    rows = timeline(ready_at, durations, sentence_of)
     return {
         "first_ms": ready_at[0] * 1000,
-        "worst_gap_ms": worst_gap_s(ready_at, durations) * 1000,
+        "worst_gap_ms": max([0.0, *(-ahead_ms for _ready, _audio, ahead_ms, _index in rows)]),
         "stall_ms": stall_s(ready_at, durations) * 1000,
         "audio_s": sum(durations),
         "chunks": len(durations),
         "cpu_s": own_cpu_s() - cpu_before,
         "busy_s": engine.slowed.busy_s - busy_before,
         "other_processes_cores": meter.report()["other_processes_cores"],
-        "timeline": timeline(ready_at, durations, sentence_of),
+        "timeline": rows,
         "runs": [
             [round((at - started) * 1000, 1), kind, size, round(seconds * 1000, 1)]
             for at, kind, size, seconds in engine.slowed.runs[runs_before:]

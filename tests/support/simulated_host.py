@@ -82,6 +82,7 @@ class SimulatedRuntime:
     costs: HostCosts
     # Each decoder run's cost times the next of these, in turn: a load that comes and goes.
     jitter: Sequence[float] = (1.0,)
+    jitter_from: int = 0  # the run `jitter`'s first factor applies to (later ones cycle from there)
     decoded_frames: int = 0
     compute_s: float = 0.0
     runs: list[tuple[str, int]] = field(default_factory=list)
@@ -102,7 +103,7 @@ class SimulatedRuntime:
 
     def window_decoder(self) -> Callable[[FakeFeatures, Window], FloatAudio]:
         def decode(features: FakeFeatures, window: Window) -> FloatAudio:
-            factor = self.jitter[len(self.runs) % len(self.jitter)]
+            factor = self.jitter[(len(self.runs) - self.jitter_from) % len(self.jitter)]
             self._spend(factor * (self.costs.decode_per_run_s + self.costs.decode_per_frame_s * window.frames))
             self.decoded_frames += window.frames
             self.runs.append(("decode", window.frames))
@@ -204,12 +205,13 @@ def simulated_pipeline(
 ) -> tuple[Pipeline[FakeFeatures, int], ManualClock]:
     """A pipeline on a host at whole-sentence RTF `rtf`, warmed up like a server's engine (one
     short synthesis measured its speed); `jitter`: SimulatedRuntime's; `after_warm_up`: the
-    jitter from then on (runs slower or faster than the speed the warm-up measured)."""
+    jitter from then on, its first factor on the first run after the warm-up (runs slower or
+    faster than the speed the warm-up measured)."""
     clock = ManualClock()
     runtime = SimulatedRuntime(clock, HostCosts(rtf), jitter)
     pipeline: Pipeline[FakeFeatures, int] = Pipeline(runtime, VOCAB, streaming, join=join)
     play(pipeline, clock, [sentence(5)])
     if after_warm_up is not None:
-        runtime.jitter = after_warm_up
+        runtime.jitter, runtime.jitter_from = after_warm_up, len(runtime.runs)
     clock.now += 10.0
     return pipeline, clock

@@ -65,14 +65,15 @@ LOAD_STEP_TEXTS = {
 
 @pytest.mark.parametrize("text", LOAD_STEP_TEXTS)
 def test_a_load_that_starts_mid_call_costs_at_most_a_short_gap(text: str) -> None:
-    """Another process takes one of the two cores part way through the call: from the `at`-th run
-    on, every run takes twice the time the speed measured so far says (the fast class becoming
+    """Another process takes one of the two cores part way through the call: from the call's
+    `at`-th run on, every run takes twice the time the speed measured so far says (the fast class becoming
     the Intel one's, still faster than real time). A window in flight outlasts the audio ahead by
     its own excess at most, and the pace re-measures after it; a piece decoded in one run must
     leave room for that too (pacing.WHOLE_RUN_SHARE): with the margin alone, a later sentence's
     whole run left the listener 0.65 s short here."""
     for at in range(2, 12):
-        pipeline, clock = simulated_pipeline(FAST_RTF, OnnxStrategy().streaming(), (1.0,) * at + (2.0,) * 200)
+        step = (1.0,) * at + (2.0,) * 200
+        pipeline, clock = simulated_pipeline(FAST_RTF, OnnxStrategy().streaming(), after_warm_up=step)
         stream = play(pipeline, clock, LOAD_STEP_TEXTS[text])
         assert stream.worst_gap_s <= 0.2, (at, stream)
 

@@ -21,9 +21,9 @@ makes a stream gapless by construction on any host that decodes faster than real
 - A piece's first window, when nothing plays yet: the smallest core after which those paced
   windows keep the listener in audio to the piece's end and leave it audio that no longer shrinks
   (`planned_first`, which runs the pacer's own rule ahead of time on the measured speeds, taken
-  `RUN_VARIATION` slower: runs vary). On a
-  fast host that is the plan's `first`; on a slow one (RTF ~0.6) a 16-frame window's audio is
-  shorter than any next window takes, and the first audio waits a little longer instead.
+  `RUN_VARIATION` slower: runs vary). On a fast host that is the plan's `first`; on a slow one
+  (RTF ~0.6) a 16-frame window's audio is shorter than any next window takes, and the first
+  audio waits a little longer instead.
 - A lookahead's whole-piece encoding (lookahead.py) runs as soon as the audio ahead covers it and
   a first-size window after it, and the head's first window is planned so that it does before
   the head runs out (else the piece is encoded whole before its first window).
