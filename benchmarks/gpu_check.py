@@ -26,6 +26,10 @@ It writes benchmarks/results/gpu_check.json with the machine record and the torc
 
 from __future__ import annotations
 
+# First, before torch loads: the engine's OpenMP threads sleep when idle (engine/torch/__init__.py).
+import voicestream.engine.torch  # noqa: F401
+
+# isort: split
 import argparse
 import asyncio
 import importlib.metadata

@@ -25,6 +25,10 @@ schedule, as the tests do, which isolates what the encoder adds to first audio.
 
 from __future__ import annotations
 
+# First, before torch loads: the engine's OpenMP threads sleep when idle (engine/torch/__init__.py).
+import voicestream.engine.torch  # noqa: F401
+
+# isort: split
 import argparse
 import statistics
 import tempfile

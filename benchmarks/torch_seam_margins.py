@@ -22,6 +22,10 @@ and `carried` (the generator's norm statistics carried from window to window:
 
 from __future__ import annotations
 
+# First, before torch loads: the engine's OpenMP threads sleep when idle (engine/torch/__init__.py).
+import voicestream.engine.torch  # noqa: F401
+
+# isort: split
 import argparse
 import dataclasses
 import sys

@@ -6,6 +6,10 @@ models fetch` fills (`make test` runs it first); the weights are generated per s
 
 from __future__ import annotations
 
+# First, before torch loads: the engine's OpenMP threads sleep when idle (engine/torch/__init__.py).
+import voicestream.engine.torch  # noqa: F401
+
+# isort: split
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
