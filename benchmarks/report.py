@@ -88,6 +88,20 @@ README_ROWS = ("8", "10", "3", "9", "9b", "7")
 README_COLUMNS = ["experiment", "anchor", "goal", "ours", "goal met", "host"]
 README_START = "<!-- results:start (benchmarks/report.py writes this block) -->"
 README_END = "<!-- results:end -->"
+# The route benchmark's result files: (file, what served, first-audio goal in ms or None).
+ROUTE_RUNS = (
+    ("route_first_audio", "the ONNX engine as it ships", 200.0),
+    ("route_first_audio_slow", "the ONNX engine on an emulated slow host", 400.0),
+    ("route_first_audio_torch", "the torch engine on the CPU, through `voicestream serve`", None),
+)
+# How to write the result files that are not named after their script.
+COMMANDS = {
+    "route_first_audio_slow": ".venv/bin/python benchmarks/route_first_audio.py --slow-factor 3.1 "
+    "--out benchmarks/results/route_first_audio_slow.json",
+    "route_first_audio_torch": "VOICESTREAM_BACKEND=torch .venv-torch/bin/voicestream serve --kokoro-only & "
+    ".venv/bin/python benchmarks/route_first_audio.py --url http://127.0.0.1:8080 "
+    "--out benchmarks/results/route_first_audio_torch.json",
+}
 
 
 class Report:
@@ -115,7 +129,8 @@ class Report:
     def add(self, name: str, render: Callable[[Json], None]) -> None:
         report = self.load(name)
         if report is None:
-            self.sections.append(f"_No `{name}.json`: run `.venv/bin/python benchmarks/{name}.py`._")
+            how = COMMANDS.get(name, f".venv/bin/python benchmarks/{name}.py")
+            self.sections.append(f"_No `{name}.json`: run `{how}`._")
             return
         self._command = report.get("command", "n/a")
         machine = report.get("machine")
@@ -1076,6 +1091,68 @@ class Report:
             )
         )
 
+    def route(self, name: str, served: str, goal_ms: float | None) -> Callable[[Json], None]:
+        """route_first_audio.py's runs: one headline row per server, one table each."""
+
+        def render(r: Json) -> None:
+            results: Json = r["results"]
+            firsts = [row["first_audio_ms_p50"] for row in results.values() if row["first_audio_ms_p50"] is not None]
+            worst = r["worst_gap_ms_max"]
+            ratio = r["first_audio_long_over_short"]
+            slowed = f", split runtime slowed {r['slow_factor']}x" if r.get("slow_factor", 1.0) != 1.0 else ""
+            goal = f"first audio p50 ≤ {goal_ms:.0f} ms; " if goal_ms is not None else ""
+            met = (worst <= 50 and (ratio or 99) <= 1.5) and (goal_ms is None or max(firsts) <= goal_ms)
+            self.head(
+                [
+                    f"18. At the route, a fresh session per text: {served}{slowed}",
+                    "not measured",
+                    f"{goal}worst gap ≤ 50 ms; long/short ≤ 1.5",
+                    f"first audio {ms(min(firsts))} – {ms(max(firsts))}, long/short **{ratio}x**, "
+                    f"worst gap **{ms(worst)}**",
+                    yes(met),
+                ]
+            )
+            rows = [
+                [
+                    text,
+                    f"{row['audio_s']:.1f} s",
+                    ms(row["first_audio_ms_p50"]),
+                    ms(row["worst_gap_ms_max"]),
+                    ms(row["stall_ms_max"]),
+                    ms(row["route_over_server_ms_p50"]),
+                    ms(row["route_over_engine_ms_p50"]),
+                    ", ".join(row["errors"]) or "–",
+                ]
+                for text, row in results.items()
+            ]
+            self.sections.append(
+                "\n\n".join(
+                    [
+                        f"## 18. At the route: {served}{slowed} (`{name}.json`)",
+                        f"Server: {r['server']}. Each text in a fresh bidi session, {r['repeats']} repeats, the order "
+                        "rotated per repeat; a listener that starts at the first audio frame and plays in real time. "
+                        "First audio: the first send to the first audio frame. The route's share: first audio less "
+                        "the server's own first_audio_ms, and less the engine's first chunk (in-process server only).",
+                        table(
+                            [
+                                "text",
+                                "audio",
+                                "first audio p50",
+                                "worst gap",
+                                "stall (max)",
+                                "route over server",
+                                "route over engine",
+                                "errors",
+                            ],
+                            rows,
+                        ),
+                        f"Host: {host(r.get('machine'))}. " + command(r),
+                    ]
+                )
+            )
+
+        return render
+
     def openai_speech(self, r: Json) -> None:
         formats = r["formats"]
         pcm = formats["pcm"]
@@ -1132,6 +1209,7 @@ class Report:
             ("engine_word_timings", self.engine_word_timings),
             ("word_timings", self.word_timings),
             ("openai_speech", self.openai_speech),
+            *((name, self.route(name, served, goal)) for name, served, goal in ROUTE_RUNS),
             ("soak", lambda r: report_robustness.soak(self, r)),
             ("memory", lambda r: report_robustness.memory(self, r)),
             ("robustness", lambda r: report_robustness.robustness(self, r)),
