@@ -177,6 +177,12 @@ PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 # The unit tier's tests mostly wait (on sockets, timeouts, worker processes), not compute: four
 # pytest-xdist workers overlap the waits even on two cores. UNIT_WORKERS=0 runs them in one process.
 UNIT_WORKERS ?= 4
+# The integration tier's tests leave one of two cores idle half the time when run one after the
+# other (Python between inferences, Whisper, moto, servers and browsers waiting): two workers, each
+# with its own engine and Whisper, take about half the time. --dist loadfile keeps a module in one
+# worker, in order, with its module-scoped servers, engines and browser. INTEGRATION_WORKERS=0
+# runs them in one process.
+INTEGRATION_WORKERS ?= 2
 
 .PHONY: check test-unit
 check: lint test-unit
@@ -203,7 +209,7 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 # venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed
 # audio (and sox, the telephony tests' G.711 decoder).
 test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
-	$(PYTEST) tests/integration tests/statemachines tests/browser
+	$(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
 test-torch: venv-torch models

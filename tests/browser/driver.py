@@ -136,6 +136,9 @@ class Browser:
             try:
                 self._process.stdin.write(json.dumps({"id": -1, "op": "close"}) + "\n")
                 self._process.stdin.flush()
+                # node exits only at stdin's EOF (the open pipe keeps its event loop alive): without
+                # it every close waited the 30 s below and killed the driver.
+                self._process.stdin.close()
                 self._process.wait(30)
             except (OSError, subprocess.TimeoutExpired):
                 self._process.kill()
