@@ -512,3 +512,8 @@ def export(name: str, value: str) -> None:
     """Set a variable that a library reads from the process environment (Hugging Face's offline
     switch, X-Ray's trace id): the one place voicestream writes the environment."""
     os.environ[name] = value
+
+
+def export_default(name: str, value: str) -> None:
+    """`export` where the variable is unset: a value the user set wins (libgomp's wait policy)."""
+    os.environ.setdefault(name, value)

@@ -1,6 +1,6 @@
 """The PyTorch runtime (kokoro's KModel): the GPU engine of the production container."""
 
-import os
+from voicestream import env
 
 # PyTorch runs its CPU ops on OpenMP threads (libgomp) that spin after every parallel region. On
 # a host where another process takes a core, a spinning thread holds the core its partner needs,
@@ -8,4 +8,4 @@ import os
 # slower (docs/engine.md, "Idle threads sleep"); the ONNX engine's threads do not spin either.
 # libgomp reads this once, as torch loads: it is set here, before this package imports torch,
 # and a value the user set wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+env.export_default("OMP_WAIT_POLICY", "PASSIVE")
