@@ -179,7 +179,7 @@ PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 UNIT_WORKERS ?= 4
 # The integration tier's tests leave one of two cores idle half the time when run one after the
 # other (Python between inferences, Whisper, moto, servers and browsers waiting): two workers, each
-# with its own engine and Whisper, take about half the time. --dist loadfile keeps a module in one
+# with its own engine and Whisper, overlap that (docs/testing.md). --dist loadfile keeps a module in one
 # worker, in order, with its module-scoped servers, engines and browser. INTEGRATION_WORKERS=0
 # runs them in one process.
 INTEGRATION_WORKERS ?= 2

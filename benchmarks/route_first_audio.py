@@ -76,26 +76,27 @@ async def measure(server: LocalServer, repeats: int) -> dict[str, list[dict[str,
             played = playback(record.arrivals)
             (request,) = record.requests
             first_ms = None if record.first_audio_s is None else record.first_audio_s * 1000
+            stall_ms = played.stall_s * 1000
             runs[name].append(
                 {
                     "repeat": repeat,
                     "first_audio_ms": None if first_ms is None else round(first_ms, 1),
                     "worst_gap_ms": round(max((gap for _at, gap in played.stalls), default=0.0) * 1000, 1),
-                    "stall_ms": round(played.stall_s * 1000, 1),
+                    "stall_ms": round(stall_ms, 1),
                     "audio_s": round(record.audio_s, 3),
                     "server_first_audio_ms": request.server_first_audio_ms,
                     "engine_first_chunk_ms": request.engine_first_chunk_ms,
                     "errors": record.errors,
                 }
             )
-            stall_ms = played.stall_s * 1000
             print(f"  repeat {repeat} {name:<12} first audio {first_ms or 0:>7.1f} ms, stall {stall_ms:.0f} ms")
     return runs
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def over(key: str) -> list[float]:
-        return [row["first_audio_ms"] - row[key] for row in rows if row["first_audio_ms"] is not None and row[key]]
+        measured = [row for row in rows if row["first_audio_ms"] is not None and row[key] is not None]
+        return [row["first_audio_ms"] - row[key] for row in measured]
 
     return {
         "first_audio_ms_p50": p50([row["first_audio_ms"] for row in rows if row["first_audio_ms"] is not None]),

@@ -42,26 +42,18 @@ VARIANTS = {  # name: (extra environment, whether another process keeps a core b
 
 def child(threads: int, runs: int) -> dict[str, Any]:
     """In the variant's own process: the engine loaded, warmed up, then each text spoken `runs` times."""
-    from first_audio_length import sentence
+    from first_audio_length import sentence, timed
     from voicestream.engine import load_engine
     from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT
 
     engine = load_engine("torch", threads=threads)
     texts = {"5_words": sentence(5), "50_words": sentence(50), "speed_check": SPEED_CHECK_TEXT}
     for _ in range(2):  # warm-up: torch's first runs at new shapes allocate
-        for _chunk in engine.synthesize(SPEED_CHECK_TEXT):
-            pass
+        timed(engine, SPEED_CHECK_TEXT)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in texts}
     for _ in range(runs):
         for name, text in texts.items():
-            started = time.perf_counter()
-            first = None
-            audio_s = 0.0
-            for chunk in engine.synthesize(text):
-                first = first if first is not None else time.perf_counter() - started
-                audio_s += chunk.duration_s
-            wall = time.perf_counter() - started
-            results[name].append({"wall_s": wall, "first_audio_s": first or wall, "audio_s": audio_s})
+            results[name].append(timed(engine, text))
     engine.close()
     return results
 
@@ -95,9 +87,9 @@ def summarise(samples: list[dict[str, list[dict[str, float]]]]) -> dict[str, Any
     for text in texts:
         rows = [row for sample in samples for row in sample[text]]
         summary[text] = {
-            "wall_s_p50": round(statistics.median(row["wall_s"] for row in rows), 3),
-            "rtf_p50": round(statistics.median(row["wall_s"] / row["audio_s"] for row in rows), 3),
-            "first_audio_ms_p50": round(statistics.median(row["first_audio_s"] for row in rows) * 1000, 1),
+            "wall_s_p50": round(statistics.median(row["total_s"] for row in rows), 3),
+            "rtf_p50": round(statistics.median(row["rtf"] for row in rows), 3),
+            "first_audio_ms_p50": round(statistics.median(row["first_ms"] for row in rows), 1),
             "audio_s": round(rows[0]["audio_s"], 3),
             "runs": len(rows),
         }
