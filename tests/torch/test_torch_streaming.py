@@ -2,8 +2,9 @@
 
 kokoro's real KModel code on the random-weight checkpoint (pitch calibrated, so the harmonic
 source sounds). The gate (docs/engine.md, torch section):
-- exactness of the cut: whole-sentence decoding through the split equals KModel.forward bit for
-  bit (the source module's random draws seeded alike);
+- exactness of the cut: whole-sentence decoding through the split (kokoro's own modules,
+  `fused=False`) equals KModel.forward bit for bit (the source module's random draws seeded
+  alike); the engine's fused generator blocks (fused.py) within float32 rounding of it;
 - the receptive field: a change in one frame's inputs reaches 14 frames to each side, no further
   (instance norms held at the sentence's statistics, tests/torch/norm_oracle.py); windows with
   that much context reproduce the sentence to float32 rounding, less context does not, and
@@ -46,6 +47,7 @@ MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in t
 # seam neighbourhoods are <= 0.03 dB worse than the rest with 4 to 16 context frames and
 # 0.27-0.35 dB worse with none.
 SEAM_EXCESS_DB = 0.1
+FUSED_SNR_DB = 100.0  # fused.py against kokoro's modules: float32 rounding (~115 dB measured)
 
 
 @pytest.fixture(scope="module")
@@ -90,22 +92,30 @@ def test_whole_sentence_through_the_split_is_kmodel_forward_bit_for_bit(engine: 
     assert (features.f0 > 10).float().mean() > 0.8
     assert torch.equal(features.durations, expected.pred_dur)
     assert features.frames * engine.split.samples_per_frame == len(expected.audio)
-    audio = decode(engine.split, features, whole_window(features))
+    audio = decode(TorchSplitRuntime(model, fused=False), features, whole_window(features))
     assert np.array_equal(audio, expected.audio.numpy())
     # Not trivially so: the source's noise is random, and another draw gives other samples.
     assert not np.array_equal(audio, other_noise.numpy())
 
 
-def test_whole_sentence_engine_speaks_kpipelines_samples(whole_engine: TorchEngine) -> None:
-    """decoder_windows=None: the engine's samples are KPipeline.infer's (the engine before streaming)."""
-    (phonemes,) = whole_engine.phonemes(SHORT_SENTENCE, VOICE)
+def test_whole_sentence_engine_speaks_kpipelines_samples(whole_engine: TorchEngine, model_dir: Path) -> None:
+    """decoder_windows=None: the engine's samples are KPipeline.infer's (the engine before
+    streaming): bit for bit through kokoro's own modules, to float32 rounding fused (fused.py)."""
+    exact = TorchEngine(model_dir, decoder_windows=None, fused=False)
+    exact.load()
     _, pipeline_class = import_kokoro()
-    with torch.inference_mode():
+    samples = {}
+    for name, engine in (("exact", exact), ("fused", whole_engine)):
+        (phonemes,) = engine.phonemes(SHORT_SENTENCE, VOICE)
+        with torch.inference_mode():
+            torch.manual_seed(5)
+            expected = pipeline_class.infer(engine.split.model, phonemes, engine.voice_tensor(VOICE), 1.0).audio
         torch.manual_seed(5)
-        expected = pipeline_class.infer(whole_engine.split.model, phonemes, whole_engine.voice_tensor(VOICE), 1.0)
-    torch.manual_seed(5)
-    (chunk,) = list(whole_engine.synthesize(SHORT_SENTENCE, VOICE))
-    assert np.array_equal(chunk.samples, np.clip(expected.audio.numpy(), -1.0, 1.0))
+        (chunk,) = list(engine.synthesize(SHORT_SENTENCE, VOICE))
+        samples[name] = (chunk.samples, np.clip(expected.numpy(), -1.0, 1.0))
+    exact.close()
+    assert np.array_equal(*samples["exact"])
+    assert snr_db(*samples["fused"]) > FUSED_SNR_DB
 
 
 def perturbed(features: TorchSentenceFeatures, frame: int, spf: int) -> dict[str, TorchSentenceFeatures]:
@@ -123,20 +133,28 @@ def perturbed(features: TorchSentenceFeatures, frame: int, spf: int) -> dict[str
     return changes
 
 
+def exact_split(engine: TorchEngine) -> TorchSplitRuntime:
+    """The engine's model through kokoro's own modules: the norm oracle (norm_oracle.py) holds
+    their InstanceNorm1d at the sentence's statistics, which the fused blocks compute themselves
+    (fused.py: the same function, so the same reach)."""
+    return TorchSplitRuntime(engine.split.model, fused=False)
+
+
 def test_one_frame_reaches_fourteen_frames_to_each_side_and_no_further(engine: TorchEngine) -> None:
-    decoder, spf = engine.split.model.decoder, engine.split.samples_per_frame
+    split = exact_split(engine)
+    decoder, spf = split.model.decoder, split.samples_per_frame
     assert len(instance_norms(decoder)) == 58
     features = features_of(engine, SHORT_SENTENCE)
     frame = features.frames // 2
     assert frame > RECEPTIVE_FIELD_FRAMES + 1
     window = whole_window(features)
     with recording(decoder) as statistics:
-        decode(engine.split, features, window)
+        decode(split, features, window)
     reach: dict[str, tuple[float, float]] = {}
     with replaying(decoder, statistics):
-        base = decode(engine.split, features, window)
+        base = decode(split, features, window)
         for name, changed in perturbed(features, frame, spf).items():
-            differs = np.flatnonzero(decode(engine.split, changed, window) != base)
+            differs = np.flatnonzero(decode(split, changed, window) != base)
             # Frames before the changed one, and after it, whose samples moved.
             reach[name] = (frame - differs[0] / spf, (differs[-1] + 1) / spf - (frame + 1))
     print("frames reached left/right:", reach)
@@ -173,7 +191,7 @@ def restarted_source(
 def test_windows_with_the_receptive_field_are_the_sentence_and_less_context_or_a_restarted_source_is_not(
     engine: TorchEngine,
 ) -> None:
-    split = engine.split
+    split = exact_split(engine)
     features = features_of(engine, SHORT_SENTENCE)
     with torch.inference_mode(), recording(split.model.decoder) as statistics:
         whole = split.decode_window(features, whole_window(features)).numpy()

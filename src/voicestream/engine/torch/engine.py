@@ -45,6 +45,7 @@ from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import PhonemeSource
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
+from voicestream.engine.torch.fused import fold_weight_norms
 from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
@@ -82,6 +83,7 @@ class TorchEngine(KokoroEngine):
         pacing: bool = True,
         lead_in_frames: int | None = LEAD_IN_FRAMES,
         phonemes: PhonemeSource | None = None,
+        fused: bool = True,
     ) -> None:
         """`device` None picks CUDA when available; `threads` sets torch's (process-wide) CPU threads;
         `decoder_windows` None decodes each piece whole, leading silence included (one chunk per
@@ -93,7 +95,9 @@ class TorchEngine(KokoroEngine):
         directory's kokoro-v1_0.pth (hexgrad's, the production path); without it, weights derived
         once from the directory's int8 ONNX export (torch_weights.py) into `derived_dir` (default:
         `derived-torch/` beside the model when writable, else voicestream's cache). `phonemes`: the
-        front end's source in place of the G2P pool (a PhonemeTable: benchmarks/gpu_check.py)."""
+        front end's source in place of the G2P pool (a PhonemeTable: benchmarks/gpu_check.py).
+        `fused`: the generator's blocks in fewer passes over memory (fused.py); False runs kokoro's
+        own modules (KModel.forward's samples bit for bit, ~1.3x the decoding time on a CPU)."""
         super().__init__(g2p, phonemes)
         self.model_dir = model_dir or default_model_dir()
         self.requested_device = device
@@ -103,6 +107,7 @@ class TorchEngine(KokoroEngine):
         self.pacing = pacing
         self.lead_in_frames = lead_in_frames
         self.derived_dir = derived_dir
+        self.fused = fused
         self.device = ""
         self._assets: TorchAssets | None = None
         self._model: Any = None
@@ -125,7 +130,8 @@ class TorchEngine(KokoroEngine):
             model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
-        self._split = TorchSplitRuntime(self._model)
+        fold_weight_norms(self._model)  # after the checkpoint's check: it reads weight_g and weight_v
+        self._split = TorchSplitRuntime(self._model, fused=self.fused)
         self._frontend.vocabulary = frozenset(self._model.vocab)
         self._pipeline = Pipeline(self._split, self._model.vocab, self.streaming(), join=self._split.join)
         self._assets = assets
@@ -153,6 +159,13 @@ class TorchEngine(KokoroEngine):
             lead_in_frames=None if windows is None else self.lead_in_frames,
             pacing=self.pacing,
         )
+
+    @property
+    def assets(self) -> TorchAssets:
+        """The files the loaded model came from."""
+        if self._assets is None:
+            raise EngineError(f"{self.name} engine is not loaded: call load() first")
+        return self._assets
 
     @property
     def split(self) -> TorchSplitRuntime:

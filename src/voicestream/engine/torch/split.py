@@ -46,6 +46,7 @@ from voicestream.engine.base import EngineError, FloatAudio
 from voicestream.engine.streaming.lookahead import frames_before
 from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import Window, WindowPlan
+from voicestream.engine.torch.fused import check_fusable, fused_resblock
 from voicestream.engine.torch.norms import CarriedNorms, NormCarry, adain_resblock
 from voicestream.engine.torch.source import HarmonicSource
 
@@ -70,13 +71,20 @@ class TorchSentenceFeatures:
 class TorchSplitRuntime:
     """Encoder and window decoder over one loaded KModel; holds no per-request state (thread-safe)."""
 
-    def __init__(self, model: Any, *, carried_norms: bool = False) -> None:
+    def __init__(self, model: Any, *, carried_norms: bool = False, fused: bool = True) -> None:
         """`carried_norms`: a piece's windows carry the generator's norm statistics from one to
         the next (norms.py), as the ONNX engine's do. Off by default: on this model it moved
         every window nearer the whole piece but made its seams no better (docs/engine.md, "No
-        carried statistics on torch")."""
+        carried statistics on torch"). `fused`: the generator's blocks in fewer passes over
+        memory (fused.py: the same function, rounded differently); False runs kokoro's own
+        modules, whose samples are KModel.forward's bit for bit."""
         self.model = model
         self.carried_norms = carried_norms
+        self.fused = fused
+        if fused:
+            generator = model.decoder.generator
+            for block in [*generator.resblocks, *generator.noise_res]:
+                check_fusable(block)
         # One frame: two pitch points, each upsampled x(upsample rates x iSTFT hop) = 600 samples.
         self.samples_per_frame = 2 * int(model.decoder.generator.m_source.l_sin_gen.upsample_scale)
         self.harmonic_source = HarmonicSource(model.decoder.generator.m_source)
@@ -206,7 +214,9 @@ class TorchSplitRuntime:
         generator = self.model.decoder.generator
 
         def resblock(block: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-            out: torch.Tensor = block(x, style) if carry is None else adain_resblock(block, x, style, carry)
+            if carry is not None:
+                return adain_resblock(block, x, style, carry)
+            out: torch.Tensor = fused_resblock(block, x, style) if self.fused else block(x, style)
             return out
 
         for i in range(generator.num_upsamples):
