@@ -18,7 +18,7 @@ from tests.support.seams import snr_db
 from tests.torch.test_torch_norms import istftnet
 from voicestream.engine.streaming.windows import Window
 from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
-from voicestream.engine.torch.fused import check_fusable, fold_weight_norms, fused_resblock
+from voicestream.engine.torch.fused import FUSED_GELU, check_fusable, fold_weight_norms, fused_resblock, with_fused_gelu
 from voicestream.engine.torch.split import TorchSplitRuntime
 
 CHANNELS, STYLE = 8, 16
@@ -78,6 +78,21 @@ def test_a_block_with_running_statistics_is_refused() -> None:
 
 def test_the_engines_model_is_folded_at_load(engine: TorchEngine) -> None:
     assert not any(hasattr(module, "weight_g") for module in engine.split.model.modules())
+
+
+def test_the_engines_albert_runs_the_tanh_gelu_in_one_kernel(engine: TorchEngine) -> None:
+    from transformers.activations import ACT2FN
+
+    activations = {type(m.activation).__name__ for m in engine.split.model.bert.modules() if hasattr(m, "activation")}
+    assert activations == {type(ACT2FN[FUSED_GELU]).__name__}
+    x = torch.linspace(-6.0, 6.0, 10_001)
+    assert torch.allclose(ACT2FN[FUSED_GELU](x), ACT2FN["gelu_new"](x), rtol=0.0, atol=1e-6)  # kokoro's formula
+
+
+def test_the_config_is_copied_not_changed() -> None:
+    config = {"plbert": {"hidden_size": 768}, "n_token": 178}
+    assert with_fused_gelu(config) == {"plbert": {"hidden_size": 768, "hidden_act": FUSED_GELU}, "n_token": 178}
+    assert config == {"plbert": {"hidden_size": 768}, "n_token": 178}
 
 
 def decoded(runtime: TorchSplitRuntime, engine: TorchEngine, windows: bool) -> np.ndarray:

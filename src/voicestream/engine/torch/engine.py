@@ -45,7 +45,7 @@ from voicestream.engine.streaming.windows import WindowPlan
 from voicestream.engine.text.frontend import PhonemeSource
 from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
-from voicestream.engine.torch.fused import fold_weight_norms
+from voicestream.engine.torch.fused import fold_weight_norms, with_fused_gelu
 from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel, import_kpipeline
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
@@ -58,8 +58,11 @@ from voicestream.wire.bidi import DEFAULT_VOICE
 # ONNX plan's cap: longer windows next to shorter ones step more at their seams (docs/engine.md,
 # "No carried statistics on torch").
 DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=144, context=16, frontend_context=0, crossfade=2)
-# The ONNX engine's policy: a piece of ~100+ tokens is encoded head first (lookahead.py).
-DEFAULT_LOOKAHEAD = LookaheadPlan()
+# A long piece is encoded head first (lookahead.py), with twice the ONNX engine's spoken head: on
+# a CPU this decoder's windows gain less audio over their compute than ONNX's, and a head of 40
+# tokens left the first window alone to buffer the whole piece's encoding (it grew to ~60 frames);
+# 80 let several windows build that lead (docs/engine-evidence.md, "A longer head on torch").
+DEFAULT_LOOKAHEAD = LookaheadPlan(spoken_tokens=80)
 
 
 def import_kokoro() -> tuple[Any, Any]:
@@ -127,7 +130,7 @@ class TorchEngine(KokoroEngine):
         with warnings.catch_warnings():
             # torch's deprecation notes about weight_norm and LSTM dropout inside kokoro's modules.
             warnings.simplefilter("ignore", (UserWarning, FutureWarning))
-            model = kmodel_class(repo_id=REPO_ID, config=config, model=str(assets.checkpoint))
+            model = kmodel_class(repo_id=REPO_ID, config=with_fused_gelu(config), model=str(assets.checkpoint))
         check_checkpoint(assets.checkpoint, checkpoint, model)
         self._model = model.to(self.device).eval()
         fold_weight_norms(self._model)  # after the checkpoint's check: it reads weight_g and weight_v
