@@ -44,7 +44,8 @@ from first_audio_length import LENGTHS, sentence, summarise, timed
 from voicestream.engine.streaming.lookahead import head_split
 from voicestream.engine.streaming.windows import plan_windows
 from voicestream.engine.streaming.word_timings import tokenize
-from voicestream.engine.torch.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, TorchEngine
+from voicestream.engine.torch.engine import TorchEngine
+from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS
 from voicestream.env import default_model_dir
 
 VOICE = "af_heart"

@@ -41,7 +41,8 @@ from common import RESULTS, ROOT, command_line, machine, write_json
 from voicestream.engine.base import FloatAudio
 from voicestream.engine.streaming.pipeline import decode_windows
 from voicestream.engine.streaming.windows import WindowPlan
-from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
+from voicestream.engine.torch.engine import TorchEngine
+from voicestream.engine.torch.plan import DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 sys.path.insert(0, str(ROOT))  # the tests' seam measure and sentences: one definition of each

@@ -73,6 +73,31 @@ class HostCosts:
         return 0.0005 * self.scale
 
 
+class TorchCpuCosts(HostCosts):
+    """The torch engine on this repository's fast host's 2 CPU cores, fused generator
+    (docs/engine-evidence.md, "Fused generator blocks and an 80-token head"): a decoder run costs
+    ~64 ms plus ~7 ms a span frame, an encoder run ~60 ms plus ~2.4 ms a token."""
+
+    def __init__(self) -> None:
+        super().__init__(rtf=0.3)
+
+    @property
+    def decode_per_run_s(self) -> float:
+        return 0.064
+
+    @property
+    def decode_per_frame_s(self) -> float:
+        return 0.007
+
+    @property
+    def encode_per_run_s(self) -> float:
+        return 0.060
+
+    @property
+    def encode_per_token_s(self) -> float:
+        return 0.0024
+
+
 @dataclass
 class SimulatedRuntime:
     """A SplitRuntime[FakeFeatures, int] whose runs advance `clock` by `costs`; it counts what
@@ -197,18 +222,18 @@ def play(pipeline: Pipeline[FakeFeatures, int], clock: ManualClock, pieces: Sequ
 
 
 def simulated_pipeline(
-    rtf: float,
+    rtf: float | HostCosts,
     streaming: Streaming,
     jitter: Sequence[float] = (1.0,),
     *,
     after_warm_up: Sequence[float] | None = None,
 ) -> tuple[Pipeline[FakeFeatures, int], ManualClock]:
-    """A pipeline on a host at whole-sentence RTF `rtf`, warmed up like a server's engine (one
-    short synthesis measured its speed); `jitter`: SimulatedRuntime's; `after_warm_up`: the
-    jitter from then on, its first factor on the first run after the warm-up (runs slower or
-    faster than the speed the warm-up measured)."""
+    """A pipeline on a host at whole-sentence RTF `rtf` (or of the costs given), warmed up like a
+    server's engine (one short synthesis measured its speed); `jitter`: SimulatedRuntime's;
+    `after_warm_up`: the jitter from then on, its first factor on the first run after the warm-up
+    (runs slower or faster than the speed the warm-up measured)."""
     clock = ManualClock()
-    runtime = SimulatedRuntime(clock, HostCosts(rtf), jitter)
+    runtime = SimulatedRuntime(clock, rtf if isinstance(rtf, HostCosts) else HostCosts(rtf), jitter)
     pipeline: Pipeline[FakeFeatures, int] = Pipeline(runtime, VOCAB, streaming, join=join)
     play(pipeline, clock, [sentence(5)])
     if after_warm_up is not None:

@@ -17,8 +17,9 @@ import torch
 from tests.support.seams import snr_db
 from tests.torch.test_torch_norms import istftnet
 from voicestream.engine.streaming.windows import Window
-from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
+from voicestream.engine.torch.engine import TorchEngine
 from voicestream.engine.torch.fused import FUSED_GELU, check_fusable, fold_weight_norms, fused_resblock, with_fused_gelu
+from voicestream.engine.torch.plan import DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSplitRuntime
 
 CHANNELS, STYLE = 8, 16

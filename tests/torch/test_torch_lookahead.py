@@ -25,7 +25,8 @@ from voicestream.engine.streaming.lookahead import HeadSplit, frames_before, hea
 from voicestream.engine.streaming.pipeline import decode_windows_after_head
 from voicestream.engine.streaming.windows import SAMPLES_PER_FRAME, plan_windows
 from voicestream.engine.streaming.word_timings import tokenize
-from voicestream.engine.torch.engine import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, TorchEngine
+from voicestream.engine.torch.engine import TorchEngine
+from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 VOICE = "af_heart"

@@ -17,9 +17,10 @@ import torch
 
 from tests.support.seams import mel_distances
 from voicestream.engine.base import FloatAudio
-from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine
+from voicestream.engine.torch.engine import TorchEngine
 from voicestream.engine.torch.kmodel import import_kmodel
 from voicestream.engine.torch.norms import CarriedNorms, NormCarry, adain, adain_resblock
+from voicestream.engine.torch.plan import DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 CHANNELS, STYLE = 8, 16

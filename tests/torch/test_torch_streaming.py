@@ -33,8 +33,9 @@ from voicestream.engine.base import AudioChunk, FloatAudio, WordTiming
 from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES
 from voicestream.engine.streaming.windows import Window, WindowPlan, plan_windows, stitch
 from voicestream.engine.streaming.word_timings import FRAME_S
-from voicestream.engine.torch.engine import DEFAULT_WINDOWS, TorchEngine, import_kokoro
+from voicestream.engine.torch.engine import TorchEngine, import_kokoro
 from voicestream.engine.torch.norms import NormCarry
+from voicestream.engine.torch.plan import DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 
 RECEPTIVE_FIELD_FRAMES = 14

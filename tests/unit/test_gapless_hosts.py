@@ -5,11 +5,17 @@ advances an injected clock by its modelled cost, whatever this machine's speed."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from tests.support.simulated_host import FAST_RTF, play, sentence, simulated_pipeline
+from tests.support.simulated_host import FAST_RTF, TorchCpuCosts, play, sentence, simulated_pipeline
 from voicestream.engine.onnx.engine import OnnxStrategy
+from voicestream.engine.streaming.lookahead import LookaheadPlan
+from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Streaming
 from voicestream.engine.text.g2p import Phonemes
+from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD as TORCH_LOOKAHEAD
+from voicestream.engine.torch.plan import DEFAULT_WINDOWS as TORCH_WINDOWS
 
 TEXTS: dict[str, list[Phonemes]] = {
     "short": [sentence(5)],  # ~1.7 s of speech, one window plan
@@ -89,3 +95,39 @@ def test_runs_a_little_off_the_measured_speed_leave_no_gap(variation: tuple[floa
     pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=variation)
     stream = play(pipeline, clock, TEXTS[text])
     assert stream.worst_gap_s <= WORST_GAP_S, stream
+
+
+# --- the torch engine's plan on its own costs: a CPU where a decoder run's fixed cost is ~9 frames'
+
+
+def torch_streaming(lookahead: LookaheadPlan = TORCH_LOOKAHEAD) -> Streaming:
+    """What TorchEngine tells the pipeline (engine/torch/engine.py `streaming`), paced."""
+    return Streaming(windows=TORCH_WINDOWS, lookahead=lookahead, lead_in_frames=LEAD_IN_FRAMES)
+
+
+@pytest.mark.parametrize("variation", [(1.0,), (1.07, 0.95, 1.07, 1.0)])
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_torch_plan_on_a_cpu_never_runs_dry(variation: tuple[float, ...], text: str) -> None:
+    pipeline, clock = simulated_pipeline(TorchCpuCosts(), torch_streaming(), after_warm_up=variation)
+    stream = play(pipeline, clock, TEXTS[text])
+    print(variation, text, stream)
+    assert stream.worst_gap_s <= WORST_GAP_S, stream
+
+
+def test_the_torch_heads_80_tokens_keep_a_long_sentences_first_audio_near_a_short_ones() -> None:
+    """With the ONNX engine's 40-token head the first window alone must buffer the whole piece's
+    encoding on this host, and grows (docs/engine.md, "Lookahead on torch"); 80 tokens let several
+    windows build that lead."""
+    first_audio: dict[int, dict[int, float]] = {}
+    for spoken in (40, 80):
+        pipeline, clock = simulated_pipeline(
+            TorchCpuCosts(), torch_streaming(replace(TORCH_LOOKAHEAD, spoken_tokens=spoken))
+        )
+        first_audio[spoken] = {}
+        for words in (5, 50):
+            clock.now += 10.0
+            first_audio[spoken][words] = play(pipeline, clock, [sentence(words)]).first_audio_s
+    print(first_audio)
+    assert TORCH_LOOKAHEAD.spoken_tokens == 80
+    assert first_audio[80][50] < 0.85 * first_audio[40][50]
+    assert first_audio[80][50] / first_audio[80][5] < 1.6

@@ -47,22 +47,11 @@ from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.torch.fused import fold_weight_norms, with_fused_gelu
 from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel, import_kpipeline
+from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.env import default_model_dir
 from voicestream.wire.bidi import DEFAULT_VOICE
-
-# One cut (torch_split.py: the whole decoder per window), so no separate frontend context: 16
-# context frames cover the decoder's receptive field (14 frames each side, measured on KModel in
-# tests/torch/test_torch_streaming.py) with 2 to spare. Windows double up to 144 frames, the
-# ONNX plan's cap: longer windows next to shorter ones step more at their seams (docs/engine.md,
-# "No carried statistics on torch").
-DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=144, context=16, frontend_context=0, crossfade=2)
-# A long piece is encoded head first (lookahead.py), with twice the ONNX engine's spoken head: on
-# a CPU this decoder's windows gain less audio over their compute than ONNX's, and a head of 40
-# tokens left the first window alone to buffer the whole piece's encoding (it grew to ~60 frames);
-# 80 let several windows build that lead (docs/engine-evidence.md, "A longer head on torch").
-DEFAULT_LOOKAHEAD = LookaheadPlan(spoken_tokens=80)
 
 
 def import_kokoro() -> tuple[Any, Any]:
