@@ -16,6 +16,7 @@ from voicestream.engine.streaming.pipeline import LEAD_IN_FRAMES, Streaming
 from voicestream.engine.text.g2p import Phonemes
 from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD as TORCH_LOOKAHEAD
 from voicestream.engine.torch.plan import DEFAULT_WINDOWS as TORCH_WINDOWS
+from voicestream.engine.torch.plan import PACING_MARGIN as TORCH_PACING_MARGIN
 
 TEXTS: dict[str, list[Phonemes]] = {
     "short": [sentence(5)],  # ~1.7 s of speech, one window plan
@@ -102,7 +103,13 @@ def test_runs_a_little_off_the_measured_speed_leave_no_gap(variation: tuple[floa
 
 def torch_streaming(lookahead: LookaheadPlan = TORCH_LOOKAHEAD) -> Streaming:
     """What TorchEngine tells the pipeline (engine/torch/engine.py `streaming`), paced."""
-    return Streaming(windows=TORCH_WINDOWS, lookahead=lookahead, lead_in_frames=LEAD_IN_FRAMES)
+    return Streaming(
+        windows=TORCH_WINDOWS, lookahead=lookahead, lead_in_frames=LEAD_IN_FRAMES, pacing_margin=TORCH_PACING_MARGIN
+    )
+
+
+# Runs off the measured speed as on a noisy 2-core host: up to 30% slower, then faster again.
+NOISY_RUNS = (1.1, 1.3, 0.9)
 
 
 @pytest.mark.parametrize("variation", [(1.0,), (1.07, 0.95, 1.07, 1.0)])
@@ -112,6 +119,18 @@ def test_the_torch_plan_on_a_cpu_never_runs_dry(variation: tuple[float, ...], te
     stream = play(pipeline, clock, TEXTS[text])
     print(variation, text, stream)
     assert stream.worst_gap_s <= WORST_GAP_S, stream
+
+
+def test_the_torch_plan_on_a_noisy_cpu_never_runs_dry() -> None:
+    """Sessions one after another on a host whose runs vary as a noisy 2-core VM's do: the speed
+    each window is planned with was measured on other windows, of other sizes and sentences. The
+    torch plan's wider pacing margin (plan.py) absorbs it; at the ONNX engine's 0.9 the 15- and
+    50-word sentences here left gaps of 53 ms."""
+    pipeline, clock = simulated_pipeline(TorchCpuCosts(), torch_streaming(), after_warm_up=NOISY_RUNS)
+    for words in (5, 15, 50, 5, 30):
+        clock.now += 10.0
+        stream = play(pipeline, clock, [sentence(words)])
+        assert stream.worst_gap_s <= WORST_GAP_S, (words, stream)
 
 
 def test_the_torch_heads_80_tokens_keep_a_long_sentences_first_audio_near_a_short_ones() -> None:

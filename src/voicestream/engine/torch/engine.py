@@ -47,7 +47,7 @@ from voicestream.engine.text.g2p import G2PSettings, Phonemes
 from voicestream.engine.text.options import DEFAULT_TEXT_OPTIONS, TextOptions
 from voicestream.engine.torch.fused import fold_weight_norms, with_fused_gelu
 from voicestream.engine.torch.kmodel import REPO_ID, import_kmodel, import_kpipeline
-from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS
+from voicestream.engine.torch.plan import DEFAULT_LOOKAHEAD, DEFAULT_WINDOWS, PACING_MARGIN
 from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRuntime
 from voicestream.engine.torch.weights import derived_checkpoint, int8_source
 from voicestream.env import default_model_dir
@@ -150,6 +150,7 @@ class TorchEngine(KokoroEngine):
             lookahead=self.lookahead,
             lead_in_frames=None if windows is None else self.lead_in_frames,
             pacing=self.pacing,
+            pacing_margin=PACING_MARGIN,
         )
 
     @property
