@@ -99,7 +99,7 @@ COMMANDS = {
     "route_first_audio_slow": ".venv/bin/python benchmarks/route_first_audio.py --slow-factor 3.1 "
     "--out benchmarks/results/route_first_audio_slow.json",
     "route_first_audio_torch": "VOICESTREAM_BACKEND=torch .venv-torch/bin/voicestream serve --kokoro-only & "
-    ".venv/bin/python benchmarks/route_first_audio.py --url http://127.0.0.1:8080 "
+    ".venv/bin/python benchmarks/route_first_audio.py --repeats 5 --url http://127.0.0.1:8080 "
     "--out benchmarks/results/route_first_audio_torch.json",
 }
 
