@@ -15,6 +15,10 @@ frame is the real model's, and speed does not depend on the weights' values. It 
 - the in-process server (common.py) at 1, 2, 4, 8, ... simultaneous sessions, each speaking one
   sentence: first audio p50/p95 per level; the capacity is the largest level whose p95 stays
   within `--target-ms` (300 ms).
+- the decoder alone, ms per generator frame over windows of 44, 100 and 176 frames, with the
+  generator's fused blocks (engine/torch/fused.py, as the engine ships) and kokoro's own
+  (`fused=False`): on a CPU fused is ~1.6x faster (benchmarks/torch_fused.py); on a GPU it
+  launches other kernels, and this says whether it helps there too.
 
 It writes benchmarks/results/gpu_check.json with the machine record and the torch device.
 
@@ -57,6 +61,7 @@ from common import (
     write_json,
 )
 from first_audio_length import LENGTHS, sentence, summarise, timed
+from torch_fused import decoder_speeds, encoded
 from voicestream.chunker import split_sentences
 from voicestream.engine.base import check_text
 from voicestream.engine.models.torch_assets import CONFIG_FILE
@@ -64,6 +69,7 @@ from voicestream.engine.text.frontend import TextFrontend
 from voicestream.engine.text.g2p import G2P
 from voicestream.engine.text.phoneme_table import PhonemeTable, Recording
 from voicestream.engine.torch.engine import TorchEngine
+from voicestream.engine.torch.split import TorchSplitRuntime
 from voicestream.env import default_model_dir
 from voicestream.kokoro_server.runtime import SPEED_CHECK_TEXT
 from voicestream.kokoro_server.runtime import WARM_UP_TEXT as SERVER_WARM_UP_TEXT
@@ -195,6 +201,21 @@ def capacity(engine: TorchEngine, max_sessions: int, target_ms: float) -> dict[s
     return {"target_first_audio_ms_p95": target_ms, "sessions_held": held, "levels": levels}
 
 
+def decoder(engine: TorchEngine, repeats: int) -> dict[str, Any]:
+    """ms per generator frame of the fused and kokoro's own generator blocks over the same model
+    (a 50-word sentence's encoding), and fused's speed-up."""
+    runtimes = {"fused": engine.split, "kokoro modules": TorchSplitRuntime(engine.split.model, fused=False)}
+    with torch.inference_mode():
+        features = encoded(engine, sentence(50))
+    speeds = decoder_speeds(runtimes, features, repeats)
+    return {
+        "ms_per_frame": speeds,
+        "fused_speedup": {
+            span: round(speeds["kokoro modules"][span] / speeds["fused"][span], 2) for span in speeds["fused"]
+        },
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
@@ -211,6 +232,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 timed(engine, sentence(5))  # warm-up beyond load: allocator and kernels at a second shape
             measured = first_audio(engine, repeats)
             sessions = capacity(engine, max_sessions, args.target_ms)
+            decoding = decoder(engine, repeats)
         finally:
             engine.close()
     report: dict[str, Any] = {
@@ -225,6 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "first_audio": measured,
         "throughput": measured.pop("throughput"),
         "concurrency": sessions,
+        "decoder": decoding,
         "device": device_record(engine.device or args.device),
         "machine": machine(calibrate=False),
     }
@@ -235,6 +258,7 @@ def finite(report: dict[str, Any]) -> bool:
     """Every measured number is a finite float (what the test checks, and what a run prints)."""
     numbers = [*report["first_audio"]["first_audio_ms_p50"].values(), *report["throughput"].values()]
     numbers += [row["first_audio_ms_p95"] for row in report["concurrency"]["levels"]]
+    numbers += [ms for runtime in report["decoder"]["ms_per_frame"].values() for ms in runtime.values()]
     return all(isinstance(n, int | float) and math.isfinite(n) for n in numbers)
 
 
@@ -269,6 +293,7 @@ def main() -> None:
         f"{report['device']['name']}: first audio p50 {report['first_audio']['first_audio_ms_p50']} ms; "
         f"RTF {report['throughput']['rtf']}; p95 first audio by sessions {levels} ms; "
         f"sessions held at {args.target_ms:.0f} ms: {report['concurrency']['sessions_held']}; "
+        f"decoder fused speed-up by window frames {report['decoder']['fused_speedup']}; "
         f"all finite: {finite(report)}"
     )
 

@@ -102,3 +102,10 @@ def test_quick_cpu_run_writes_every_measurement(source_dir: Path, tmp_path: Path
     held = [row["sessions"] for row in levels if row["first_audio_ms_p95"] <= sessions["target_first_audio_ms_p95"]]
     assert held == [row["sessions"] for row in levels[: len(held)]]
     assert sessions["sessions_held"] == (held[-1] if held else 0)
+
+    decoder = report["decoder"]
+    assert set(decoder["ms_per_frame"]) == {"fused", "kokoro modules"}
+    for runtime in decoder["ms_per_frame"].values():
+        assert sorted(runtime, key=int) == ["44", "100", "176"]
+        assert all(is_finite(ms) and ms > 0 for ms in runtime.values())
+    assert all(is_finite(ratio) for ratio in decoder["fused_speedup"].values())
