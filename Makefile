@@ -109,8 +109,18 @@ $(VENV_LIVEKIT)/.stamp: requirements/build.txt requirements/livekit.txt pyprojec
 	$(VENV_LIVEKIT)/bin/python $(LOCAL_INSTALL) -e .
 	touch $@
 
-.PHONY: venv venv-torch venv-sam venv-checkov venv-pipecat venv-livekit
+# kokoro-onnx for benchmarks/peer_kokoro_onnx.py, apart: it installs phonemizer, ours phonemizer-fork.
+VENV_PEER := .venv-peer
+
+$(VENV_PEER)/.stamp: requirements/build.txt requirements/peer.txt
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install it (or pyenv install 3.12)"; exit 1; }
+	test -x $(VENV_PEER)/bin/python || $(PYTHON312) -m venv $(VENV_PEER)
+	$(call install_locked,$(VENV_PEER)/bin/python,requirements/peer.txt)
+	touch $@
+
+.PHONY: venv venv-torch venv-sam venv-checkov venv-pipecat venv-livekit venv-peer
 venv-checkov: $(VENV_CHECKOV_STAMP)
+venv-peer: $(VENV_PEER)/.stamp
 venv-pipecat: $(VENV_PIPECAT)/.stamp
 venv-livekit: $(VENV_LIVEKIT)/.stamp
 venv-sam: $(VENV_SAM_STAMP)
@@ -273,5 +283,5 @@ destroy: venv venv-sam
 	SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON312)):$(abspath $(VENV_SAM))/bin:$(PATH)" $(VENV)/bin/voicestream destroy
 
 .PHONY: bench
-bench: models
+bench: models venv-peer
 	$(PY) benchmarks/run.py

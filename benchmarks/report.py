@@ -1153,6 +1153,91 @@ class Report:
 
         return render
 
+    def peer_kokoro_onnx(self, r: Json) -> None:
+        """peer_kokoro_onnx.py: our engine against kokoro-onnx, paired in one run."""
+        results: Json = r["results"]
+        versions = r["versions"]["kokoro-onnx"]
+        long, paragraph = results.get("long_50_words"), results.get("paragraph_4_sentences")
+        if long and paragraph:
+            sooner = long["compared"]["peer_first_audio_over_ours"]
+            cpu = paragraph["compared"]["cpu_per_text_ours_over_peer"]
+            self.head(
+                [
+                    f"19. Against kokoro-onnx {versions['kokoro-onnx']} (`create_stream`, same int8 file and voice)",
+                    "not measured",
+                    "50 words: first audio ≥ 10x sooner; paragraph: compute ≤ kokoro-onnx's",
+                    f"50 words: {ms(long['voicestream']['first_audio_ms_p50'])} vs "
+                    f"{ms(long['kokoro-onnx']['first_audio_ms_p50'])} (**{sooner}x sooner**); paragraph CPU "
+                    f"**{cpu}x** kokoro-onnx's",
+                    yes(sooner >= 10 and cpu <= 1.0),
+                ]
+            )
+        rows = []
+        for text, row in results.items():
+            for library in ("voicestream", "voicestream-whole", "kokoro-onnx"):
+                one = row[library]
+                rows.append(
+                    [
+                        text if library == "voicestream" else "",
+                        f"`{library}`",
+                        f"{one['audio_s']:.1f} s",
+                        str(one["chunks"]),
+                        ms(one["first_audio_ms_p50"]),
+                        f"{one['cpu_s_per_text']:.2f} s",
+                        f"{one['cpu_s_per_audio_s']:.3f}",
+                        ms(one["worst_gap_ms_max"]),
+                    ]
+                )
+        ratios = [
+            [
+                text,
+                f"{row['compared']['peer_first_audio_over_ours']}x",
+                f"{row['compared']['cpu_per_text_ours_over_peer']}",
+                f"{row['compared']['cpu_per_audio_s_ours_over_peer']}",
+                f"{row['compared']['cpu_per_text_ours_over_whole']}",
+            ]
+            for text, row in results.items()
+        ]
+        self.sections.append(
+            "\n\n".join(
+                [
+                    "## 19. Against kokoro-onnx, the library a user would otherwise pick (`peer_kokoro_onnx.json`)",
+                    f"kokoro-onnx {versions['kokoro-onnx']} (onnxruntime {versions['onnxruntime']}) `create_stream` "
+                    f"over the whole text; `voicestream`: our engine as the server runs it (the text cut into "
+                    f"sentences, spoken in turn to one listener); `voicestream-whole`: our engine decoding every "
+                    f"sentence whole. The same int8 file and voice, {r['threads']} onnxruntime threads each, each "
+                    f"library in a worker process of its own, {r['repeats']} repeats in an order rotated per repeat. "
+                    "CPU: the worker's and its children's (our G2P workers); kokoro-onnx trims the model's silences "
+                    "and adds its own pauses, hence per audio second too. Other processes kept "
+                    f"{r['other_processes_cores']} cores busy meanwhile.",
+                    table(
+                        [
+                            "text",
+                            "library",
+                            "audio",
+                            "chunks",
+                            "first audio p50",
+                            "CPU per text",
+                            "CPU per audio s",
+                            "worst gap",
+                        ],
+                        rows,
+                    ),
+                    table(
+                        [
+                            "text",
+                            "kokoro-onnx's first audio over ours",
+                            "CPU per text, ours / kokoro-onnx",
+                            "CPU per audio s, ours / kokoro-onnx",
+                            "CPU per text, ours / whole sentences",
+                        ],
+                        ratios,
+                    ),
+                    f"Host: {host(r.get('machine'))}. " + command(r),
+                ]
+            )
+        )
+
     def openai_speech(self, r: Json) -> None:
         formats = r["formats"]
         pcm = formats["pcm"]
@@ -1210,6 +1295,7 @@ class Report:
             ("word_timings", self.word_timings),
             ("openai_speech", self.openai_speech),
             *((name, self.route(name, served, goal)) for name, served, goal in ROUTE_RUNS),
+            ("peer_kokoro_onnx", self.peer_kokoro_onnx),
             ("soak", lambda r: report_robustness.soak(self, r)),
             ("memory", lambda r: report_robustness.memory(self, r)),
             ("robustness", lambda r: report_robustness.robustness(self, r)),

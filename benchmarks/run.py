@@ -38,6 +38,7 @@ STEPS: list[tuple[str, list[str]]] = [
     ("first_audio_length", ["benchmarks/first_audio_length.py", "--repeats", "3"]),
     ("route_first_audio", ["benchmarks/route_first_audio.py", "--repeats", "3"]),
     ("demo_ratio", ["benchmarks/demo_ratio.py", "--repeats", "3"]),
+    ("peer_kokoro_onnx", ["benchmarks/peer_kokoro_onnx.py", "--repeats", "3"]),
     ("first_clause", ["benchmarks/first_clause.py"]),
     ("engine_word_timings", ["benchmarks/engine_word_timings.py"]),
     ("word_timings", ["benchmarks/word_timings.py"]),
