@@ -76,10 +76,15 @@ def server_factory(kokoro_engine: SpeechEngine) -> ServerFactory:
 
     @contextlib.contextmanager
     def factory(
-        limits: Limits | None = None, send_buffer: int | None = None, **app_options: Any
+        limits: Limits | None = None,
+        send_buffer: int | None = None,
+        ws_ping_interval: float | None = 20.0,
+        **app_options: Any,
     ) -> Iterator[LiveServer]:
+        """`ws_ping_interval`: uvicorn's keepalive pings (its default); None for a test whose client
+        stops reading on purpose, which a ping would close once the pause outlasts its timeout."""
         app = create_app(kokoro_engine, limits or Limits(), **app_options)
-        with start_server(app, send_buffer=send_buffer) as server:
+        with start_server(app, send_buffer=send_buffer, ws_ping_interval=ws_ping_interval) as server:
             yield server
 
     return factory

@@ -76,7 +76,8 @@ def sender_is_blocked(server: LiveServer) -> bool:
 
 
 async def test_next_request_is_synthesized_while_audio_waits_and_no_further(server_factory: ServerFactory) -> None:
-    with server_factory(send_buffer=4096) as server:
+    # no keepalive pings: this client does not read for a while on purpose (slower hosts: longer)
+    with server_factory(send_buffer=4096, ws_ping_interval=None) as server:
         stats = server.runtime.stats
         client = RawClient(server.port)
         for request_id, text in (("p0", FIRST), ("p1", "Yes."), ("p2", "No.")):
