@@ -37,7 +37,7 @@ from voicestream.engine.text.g2p import G2PSettings
 from voicestream.engine.text.options import TextOptions
 from voicestream.kokoro_server import create_app
 from voicestream.texts import bench_texts
-from voicestream.wire.bidi import Limits
+from voicestream.wire.bidi import SAMPLE_RATE, Limits
 
 VOICE = "af_heart"
 MEDIUM_SENTENCE = "The museum opens at ten in the morning and closes at six in the evening."
@@ -219,15 +219,18 @@ class EngineGuarantees:
         chunks = list(kit.engine.synthesize(text, VOICE))
         words = [word for chunk in chunks for word in chunk.words]
         assert [word.word for word in words] == re.findall(r"[\w']+", text)
-        start_s = previous_end = 0.0
+        # chunk bounds in samples: durations summed in seconds drift by float rounding (0.4 + 0.8 >
+        # 1.2), which put a word starting exactly at a chunk's first sample into the chunk before
+        start = 0
+        previous_end = 0.0
         for chunk in chunks:
-            end_s = start_s + chunk.duration_s
+            end = start + len(chunk.samples)
             for word in chunk.words:
-                assert start_s <= word.start_s < end_s, (word, start_s, end_s)
+                assert start <= round(word.start_s * SAMPLE_RATE) < end, (word, start, end)
                 assert previous_end <= word.start_s < word.end_s, word
                 previous_end = word.end_s
-            start_s = end_s
-        assert words[-1].end_s <= start_s + 1e-6
+            start = end
+        assert words[-1].end_s <= start / SAMPLE_RATE + 1e-6
         assert sum(1 for chunk in chunks if chunk.words) > 1  # spread over the windows, not all in one
 
     # --- seams ---------------------------------------------------------------------------------------
