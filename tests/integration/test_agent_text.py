@@ -4,12 +4,10 @@ however many words it is spoken as). The model-free rules: tests/unit/test_agent
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import numpy as np
 import pytest
 
-from tests.support.agent_text_heard import CASES, GATE, HeardCase
+from tests.support.agent_text_heard import CASES, GATE, HeardCase, listen
 from tests.support.server import LiveServer
 from tests.support.timed_speech import timed_speech
 from voicestream.engine.onnx.engine import OnnxEngine
@@ -62,7 +60,7 @@ async def test_words_frames_name_the_original_entities(kokoro_server: LiveServer
 
 
 @pytest.mark.parametrize("case", [case for case in CASES if case.name in GATE], ids=lambda case: case.name)
-def test_entity_sentences_are_heard_right(engine: OnnxEngine, asr: ModuleType, case: HeardCase) -> None:
+def test_entity_sentences_are_heard_right(engine: OnnxEngine, case: HeardCase) -> None:
     audio = np.concatenate([chunk.samples for chunk in engine.synthesize(case.text)])
-    transcript = asr.transcribe(audio)
+    transcript = listen(audio)
     assert case.heard(transcript), (case, transcript)
