@@ -20,6 +20,16 @@ from voicestream.integrations.speech_stream import upstream_choices
 STATUS = "(document.querySelector('#status textarea, #status input') || {}).value"
 METRICS_TEXT = "(document.querySelector('#metrics') || {}).innerText || ''"
 AUDIO_SOURCE = "document.querySelector('#audio audio')?.src || ''"
+BUFFERED_S = (
+    "(() => { const a = document.querySelector('#audio audio');"
+    " return a && a.buffered.length ? a.buffered.end(a.buffered.length - 1) : 0; })()"
+)
+# Gradio's player (hls.js) loads the stream's playlist as soon as the first chunk is out. When
+# Gradio's encoder (an ffmpeg process it gives 0.1 s to start) has no frame by then, as on a slow
+# or loaded host, the playlist is still empty: hls.js reports a fatal levelEmptyError, Gradio logs
+# that it is recovering and reloads the playlist. Those two lines, and only those, are Gradio's
+# own; the test then requires the recovered player to have buffered the audio.
+RECOVERED_EMPTY_PLAYLIST = ("details: levelEmptyError", "Fatal network error encountered, trying to recover")
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +64,9 @@ def test_speak_shows_the_metrics_of_the_run(browser: Browser, gradio_url: str, a
         assert float(rows[label]) > 0, (label, rows)
     assert float(rows["inter-chunk jitter p95 (ms)"]) >= float(rows["inter-chunk jitter p50 (ms)"]) >= 0
     assert browser.eval(AUDIO_SOURCE), "the audio player got no stream"
+    browser.wait(f"{BUFFERED_S} >= 1.0", timeout_s=60)  # the sentence's audio, in the player's buffer
     browser.screenshot(artifacts / "gradio-complete.png")
-    assert browser.problems() == []
+    assert page_problems(browser) == []
 
 
 def test_stop_ends_the_run_and_the_upstream_work(
@@ -77,7 +88,12 @@ def test_stop_ends_the_run_and_the_upstream_work(
     [generation] = fake.sessions[before].generations
     assert generation.outcome == "aborted"  # the server stopped generating mid-utterance
     browser.screenshot(artifacts / "gradio-stopped.png")
-    assert browser.problems() == []
+    assert page_problems(browser) == []
+
+
+def page_problems(browser: Browser) -> list[str]:
+    """The page's errors, less Gradio's recovered empty playlist (RECOVERED_EMPTY_PLAYLIST)."""
+    return [problem for problem in browser.problems() if not any(mark in problem for mark in RECOVERED_EMPTY_PLAYLIST)]
 
 
 def _choose(browser: Browser, label_start: str) -> None:

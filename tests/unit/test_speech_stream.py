@@ -1,17 +1,20 @@
-"""The Gradio client's core without Gradio: the metrics of a run (computed by hand here), and
-one text streamed from a scripted vLLM-Omni server, stopped early or failing."""
+"""The Gradio client's core without Gradio: the metrics of a run (computed by hand here),
+one text streamed from a scripted vLLM-Omni server, stopped early or failing, and the ticks that
+collect the encoder's frames while the upstream is quiet."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tests.support.clocks import ManualClock
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
-from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices
+from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices, with_idle_ticks
 from voicestream.integrations.stream_metrics import StreamClock
 from voicestream.speech import SpeechSession, Transport, VllmOmniSession
 from voicestream.wire.errors import CodedError
@@ -107,6 +110,44 @@ async def test_a_refused_text_ends_with_an_error_after_its_metrics() -> None:
         async for _pcm, metrics in stream_speech(CHOICE, "Hi.", open_session=opener(server)):
             seen.append(metrics.status)
     assert seen[-1].startswith("error: the speech server refused the text")
+
+
+async def test_ticks_only_while_the_upstream_is_quiet_after_audio_and_at_most_per_audio() -> None:
+    loop = asyncio.get_running_loop()
+    audio_sent, more_sent = asyncio.Event(), asyncio.Event()
+
+    async def upstream() -> AsyncIterator[bytes]:
+        yield b""  # connected: quiet after it, but nothing to collect yet
+        await audio_sent.wait()
+        yield b"pcm"
+        await more_sent.wait()
+        yield b"more"
+
+    loop.call_later(0.2, audio_sent.set)  # 20 tick periods of quiet before any audio
+    seen: list[bytes | None] = []
+    async for item in with_idle_ticks(upstream(), bool, every_s=0.01, per_audio=3):
+        seen.append(item)
+        if seen.count(None) == 3:
+            loop.call_later(0.2, more_sent.set)  # another 20 periods: the three ticks were all
+    assert seen == [b"", b"pcm", None, None, None, b"more"]
+
+
+async def test_closing_the_ticks_mid_wait_closes_the_upstream() -> None:
+    closed = asyncio.Event()
+
+    async def upstream() -> AsyncIterator[bytes]:
+        try:
+            yield b"pcm"
+            await asyncio.Event().wait()  # the upstream goes quiet for good
+            yield b"never"
+        finally:
+            closed.set()  # where stream_speech cancels the server's work
+
+    ticked = with_idle_ticks(upstream(), bool, every_s=0.01, per_audio=5)
+    assert await anext(ticked) == b"pcm"
+    assert await anext(ticked) is None
+    await ticked.aclose()  # the listener pressed Stop
+    assert closed.is_set()
 
 
 def test_upstream_choices() -> None:

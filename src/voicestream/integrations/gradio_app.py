@@ -13,19 +13,20 @@ Needs the `gradio` extra (gradio streams audio through ffmpeg, which must be on 
 from __future__ import annotations
 
 import asyncio
+import io
 import signal
 import threading
+import wave
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import gradio as gr
-import numpy as np
 
 from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import QWEN3_TTS_LANGUAGES
 
-from .speech_stream import UpstreamChoice, stream_speech
+from .speech_stream import UpstreamChoice, stream_speech, with_idle_ticks
 
 TITLE = "voicestream: streaming speech"
 # System fonts only: the page must not reach for web fonts (offline machines, privacy).
@@ -43,8 +44,28 @@ METRIC_LABELS = {
 }
 
 
+# Gradio's streamed output hands the player only the AAC frames its encoder (an ffmpeg process)
+# has finished when a chunk is yielded: audio yielded in a burst, faster than ffmpeg encodes it,
+# would wait in the encoder until the upstream's next audio, seconds later on a slow host. While
+# the upstream is quiet after audio, a tick (one silent sample, 42 µs) collects those frames.
+TICK_S = 0.1
+TICKS_AFTER_AUDIO = 10
+_TICK_PCM = b"\x00\x00"
+
+
 def metrics_table(metrics: dict[str, Any]) -> list[list[Any]]:
     return [[label, metrics.get(key)] for key, label in METRIC_LABELS.items()]
+
+
+def wav_bytes(pcm: bytes) -> bytes:
+    """16-bit mono PCM as WAV: what Gradio's streamed audio reads without a decoder process."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(SAMPLE_RATE)
+        out.writeframes(pcm)
+    return buffer.getvalue()
 
 
 def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hello! This is voicestream.") -> gr.Blocks:
@@ -59,11 +80,16 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
             raise gr.Error(f"unknown upstream {label!r}")
         if not text or not text.strip():
             raise gr.Error("type something to say")
+        chunks = stream_speech(choice, text, voice=voice.strip() or None, language=language)
+        ticked = with_idle_ticks(chunks, lambda chunk: bool(chunk[0]), every_s=TICK_S, per_audio=TICKS_AFTER_AUDIO)
         try:
-            async for pcm, metrics in stream_speech(choice, text, voice=voice.strip() or None, language=language):
+            async for chunk in ticked:
+                if chunk is None:
+                    yield wav_bytes(_TICK_PCM), gr.skip(), gr.skip(), gr.skip()
+                    continue
+                pcm, metrics = chunk
                 numbers = metrics.as_dict()
-                audio = (SAMPLE_RATE, np.frombuffer(pcm, dtype="<i2")) if pcm else gr.skip()
-                yield audio, numbers, metrics_table(numbers), numbers["status"]
+                yield (wav_bytes(pcm) if pcm else gr.skip()), numbers, metrics_table(numbers), numbers["status"]
         except CodedError as error:
             raise gr.Error(str(error)) from error
 

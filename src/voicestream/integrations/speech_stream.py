@@ -9,10 +9,12 @@ vLLM-Omni: the connection is closed, which aborts the request) then `close()`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from voicestream.speech import (
     Audio,
@@ -30,6 +32,8 @@ from voicestream.wire.vllm_omni import DEFAULT_VOICE as VLLM_OMNI_VOICE
 from voicestream.wire.vllm_omni import SessionConfig
 
 from .stream_metrics import StreamClock, StreamMetrics
+
+Item = TypeVar("Item")
 
 logger = logging.getLogger(__name__)
 
@@ -145,3 +149,40 @@ async def stream_speech(
                 await session.cancel()
         with contextlib.suppress(SessionError, OSError):
             await session.close()
+
+
+async def with_idle_ticks(
+    items: AsyncIterator[Item],
+    has_audio: Callable[[Item], bool],
+    *,
+    every_s: float,
+    per_audio: int,
+) -> AsyncGenerator[Item | None]:
+    """`items`, and None every `every_s` that `items` is quiet after an item `has_audio`, at most
+    `per_audio` times after each. Closing this closes `items` (its upstream session)."""
+    pending: asyncio.Task[Item] | None = None
+    ticks_left = 0
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait({pending}, timeout=every_s if ticks_left else None)
+            if not done:
+                ticks_left -= 1
+                yield None
+                continue
+            finished, pending = pending, None
+            try:
+                item = finished.result()
+            except StopAsyncIteration:
+                return
+            ticks_left = per_audio if has_audio(item) else ticks_left
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
