@@ -75,3 +75,23 @@ def test_ping_carries_the_speed_measured_at_start() -> None:
         runtime: ServerRuntime = app.state.runtime
         assert runtime.speed is not None
         assert response.json() == {"status": "ready", "engine": "tone", "device": "cpu", **runtime.speed.report()}
+
+
+async def test_an_engine_already_measured_is_not_warmed_up_or_timed_again() -> None:
+    """Tests and benchmarks build many apps over one loaded engine: each after the first takes the
+    first one's measurement rather than speaking the warm-up and the speed check again."""
+    engine = ToneEngine(chunk_ms=CHUNK_MS)
+    first = ServerRuntime(engine, Limits(), warm_up_text="Hi.", clock=TickingClock(0.001))
+    await first.start()
+    first.close()
+    assert engine.texts == ["Hi.", SPEED_CHECK_TEXT]
+    second = ServerRuntime(engine, Limits(), warm_up_text="Hi.", clock=TickingClock(0.2))
+    await second.start()
+    second.close()
+    assert second.ready and engine.texts == ["Hi.", SPEED_CHECK_TEXT]
+    assert second.speed is first.speed
+    other = ToneEngine(chunk_ms=CHUNK_MS)  # another engine is measured on its own
+    third = ServerRuntime(other, Limits(), warm_up_text="Hi.", clock=TickingClock(0.2))
+    await third.start()
+    third.close()
+    assert other.texts == ["Hi.", SPEED_CHECK_TEXT] and third.speed != first.speed
