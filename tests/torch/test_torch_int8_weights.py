@@ -79,8 +79,9 @@ def test_derived_weights_reproduce_the_int8_graph_up_to_the_generator(
     finally:
         for hook in hooks:
             hook.remove()
-    # The same frames, but for int8 rounding at a duration's .5 boundary (seen: 88 vs 87).
-    assert abs(int(durations.sum()) - audio.size // 600) <= 1
+    # The same frames, but for int8 rounding at a duration's .5 boundary: the graph's int8 kernels
+    # round differently by CPU (seen: 88 vs 87 on AVX-512 VNNI, 88 vs 90 on the AVX2-only class).
+    assert abs(int(durations.sum()) - audio.size // 600) <= 2
     for key, expected in zip(PROBES, probed, strict=True):
         # [1, channels, time]: compared over the time both have.
         got, want = captured[key], expected
