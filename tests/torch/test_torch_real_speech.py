@@ -28,10 +28,13 @@ from voicestream.engine.torch.weights import int8_source
 from voicestream.texts import bench_texts
 
 VOICE = "af_heart"
-SENTENCES = [sentence for text in bench_texts().values() for sentence in re.split(r"(?<=[.?!])\s+", text)]
+BENCH = [sentence for text in bench_texts().values() for sentence in re.split(r"(?<=[.?!])\s+", text)]
 # Derived weights vs the int8 graph on the 11 bench sentences (AMD EPYC, 2026-12-04): 4.0-5.8 dB
 # and 0.925-0.957, and Whisper tiny.en (main environment) heard every sentence right; the
-# random-weight model must fail (test_the_random_weight_model_fails_the_same_gate).
+# random-weight model must fail (test_the_random_weight_model_fails_the_same_gate). Gated on four
+# of them (a clock time, the longest, a hyphenated name, a question): Whisper hears all eleven
+# from this engine in test_torch_guarantees.py, and each took ~20 s here on the slowest class.
+SENTENCES = [BENCH[1], BENCH[7], BENCH[8], BENCH[10]]
 MAX_LOG_MEL_DB = 7.0
 MIN_MEL_CORRELATION = 0.9
 
@@ -119,6 +122,6 @@ def test_the_torch_engine_speaks_the_bench_sentences_like_the_int8_graph(
 
 
 def test_the_random_weight_model_fails_the_same_gate(engine: TorchEngine, real_engine: TorchEngine, graph: Any) -> None:
-    sentence = SENTENCES[1]
+    sentence = SENTENCES[0]
     distance, correlation = heard_alike(spoken(engine, sentence), graph_audio(graph, real_engine, sentence))
     assert distance > MAX_LOG_MEL_DB or correlation < MIN_MEL_CORRELATION, (distance, correlation)

@@ -89,9 +89,10 @@ def test_the_command_is_the_one_docs_engine_md_shows() -> None:
     assert SERVE in (REPO / "docs" / "engine.md").read_text()
 
 
-@pytest.mark.parametrize("name", sorted(bench_texts()))
-def test_the_served_torch_engine_speaks_the_bench_texts(served: str, name: str) -> None:
-    text = bench_texts()[name]
+def test_the_served_torch_engine_speaks_a_bench_text(served: str) -> None:
+    """One bench text through the command: every bench sentence is heard on the engine itself
+    (test_torch_guarantees.py), so the second text only doubled the time on the slowest hosts."""
+    text = bench_texts()["paragraph_4_sentences"]
     response = httpx.post(f"{served}/invocations", json={"text": text, "format": "pcm"}, timeout=600)
     assert response.status_code == 200, response.text[:500]
     heard = transcribe(response.content)
