@@ -52,15 +52,14 @@ def test_faster_speed_makes_shorter_audio(engine: SpeechEngine) -> None:
     assert len(fast) < 0.8 * len(slow)
 
 
-def test_text_over_510_phonemes_is_split_and_fully_spoken(engine: SpeechEngine) -> None:
+def test_text_over_510_phonemes_is_split_at_the_models_limit(engine: SpeechEngine) -> None:
+    """That every piece is spoken, each word once and in order, is checked on a two-piece text in
+    test_engine_word_timings.py: speaking this one too doubled the minutes for no other verdict."""
     text = " ".join(["The museum opens at ten in the morning and closes at six in the evening."] * 8)
     assert isinstance(engine, OnnxEngine)
     pieces = engine.phonemes(text, "af_heart")
     assert len(pieces) > 1 and all(len(piece) <= MAX_PHONEMES for piece in pieces)
-    chunks = list(engine.synthesize(text))
-    assert len(chunks) >= len(pieces)  # each piece streams in one or more windows
-    # Eight sentences of ~4 s each: nothing was silently dropped.
-    assert sum(len(chunk.samples) for chunk in chunks) / SAMPLE_RATE > 20
+    assert "".join(pieces).count("mjuzˈiəm") == 8  # nothing left out between the pieces
 
 
 def test_bad_requests_are_refused_before_any_work(engine: SpeechEngine) -> None:
