@@ -197,6 +197,7 @@ INTEGRATION_WORKERS ?= 2
 .PHONY: check test-unit
 check: lint test-unit
 test-unit: venv
+	@date -u "+== $@ starts at %T"
 	$(PYTEST) -n $(UNIT_WORKERS) tests/unit -m "not model"
 
 # The browser tier drives Debian's Chromium with playwright-core (npm).
@@ -219,22 +220,26 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 # venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed
 # audio (and sox, the telephony tests' G.711 decoder).
 test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
+	@date -u "+== $@ starts at %T"
 	$(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
 test-torch: venv-torch models
+	@date -u "+== $@ starts at %T"
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
 	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch tests/torch
 
 # The SAM application: lint with the transform applied, sam build, built functions run for real.
 .PHONY: test-sam
 test-sam: models venv venv-sam
+	@date -u "+== $@ starts at %T"
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/sam
 
 # The Pipecat and LiveKit plugins in their own environments, against the real local server
 # (tests/plugins/conftest.py starts it with the main environment's Python).
 .PHONY: test-plugins
 test-plugins: models venv venv-pipecat venv-livekit
+	@date -u "+== $@ starts at %T"
 	$(VENV_PIPECAT)/bin/pytest -p no:cacheprovider --confcutdir=tests/plugins tests/plugins/test_pipecat.py tests/plugins/test_docs_pipecat.py
 	$(VENV_LIVEKIT)/bin/pytest -p no:cacheprovider --confcutdir=tests/plugins tests/plugins/test_livekit.py tests/plugins/test_docs_livekit.py
 
@@ -247,6 +252,7 @@ docker:
 
 .PHONY: test-container
 test-container: models venv venv-sam docker
+	@date -u "+== $@ starts at %T"
 	SAM_CLI_TELEMETRY=0 $(PYTEST) tests/container
 
 # README.md's commands as a user runs them (tests/readme): voicestream say, speak, serve, gradio,
@@ -256,10 +262,12 @@ curl:
 	@scripts/ensure-debian-packages curl=curl
 
 test-readme: models venv docker curl
+	@date -u "+== $@ starts at %T"
 	$(PYTEST) tests/readme
 
 .PHONY: test
 test: check test-integration test-torch test-sam test-container test-readme test-plugins
+	@date -u "+== make test passed at %T"
 
 # The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
 # builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).
