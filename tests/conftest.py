@@ -41,6 +41,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
+    # Modules with a `slow` test first, each module's tests still in order: pytest-xdist hands out
+    # whole modules (--dist loadfile) in this order, so a long module dealt last left one process
+    # working alone for minutes at the end of the tier.
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)
 
 
 # The machine is small and shared: two inference threads per synthesis; VOICESTREAM_TEST_THREADS

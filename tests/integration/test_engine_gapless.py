@@ -82,6 +82,7 @@ def spoken(
     return np.concatenate(parts), [int(end) for end in ends[:-1]], worst_gap
 
 
+@pytest.mark.slow
 def test_windows_planned_for_the_slow_class_keep_playing_and_pass_the_seam_gate(engine: OnnxEngine) -> None:
     clock = ManualClock()
     slow = SlowHostRuntime(engine.split, clock, HostCosts(SLOW_CLASS_RTF))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 
 from tests.support.long_sentences import LONG_SENTENCES
 from tests.support.seams import MAX_SEAM_EXCESS_DB, compare
@@ -119,6 +120,7 @@ def test_the_pitch_does_not_step_at_the_join_more_than_the_sentence_does(engine:
         assert max(around, default=0.0) <= float(np.percentile(steps, 95))
 
 
+@pytest.mark.slow
 def test_windows_across_the_join_pass_the_seam_gate_like_plain_windows(engine: OnnxEngine) -> None:
     """Against the joined features decoded whole: the lookahead's windows (the head's, then the
     joined features') are as good at their seams as plain windows over the same features."""
