@@ -184,6 +184,8 @@ lint: venv venv-checkov
 # integration, state machines, browser (the real model on real sockets) | torch | sam.
 # Warnings are errors in every tier (pyproject.toml).
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
+# The model-heavy tiers list their slowest tests: a CI log then says where a long run's time went.
+SLOWEST := --durations=25 --durations-min=10
 # The unit tier's tests mostly wait (on sockets, timeouts, worker processes), not compute: four
 # pytest-xdist workers overlap the waits even on two cores. UNIT_WORKERS=0 runs them in one process.
 UNIT_WORKERS ?= 4
@@ -221,13 +223,13 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 # audio (and sox, the telephony tests' G.711 decoder).
 test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
 	@date -u "+== $@ starts at %T"
-	$(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration tests/statemachines tests/browser
+	$(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile $(SLOWEST) tests/integration tests/statemachines tests/browser
 
 .PHONY: test-torch
 test-torch: venv-torch models
 	@date -u "+== $@ starts at %T"
 	# --confcutdir: tests/conftest.py imports the main env's test tools (ASR, server), absent here.
-	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch tests/torch
+	$(VENV_TORCH)/bin/pytest -p no:cacheprovider --confcutdir=tests/torch $(SLOWEST) tests/torch
 
 # The SAM application: lint with the transform applied, sam build, built functions run for real.
 .PHONY: test-sam
