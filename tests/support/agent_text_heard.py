@@ -68,8 +68,8 @@ CASES = (
     HeardCase("time_oclock", "Call me at 10:00 am.", r"10( ?o'clock|:00)? ?a\.?m|ten a\.?m"),
     HeardCase("hour_am", "The meeting is at 9am.", r"\b9 ?a\.?m|nine a\.?m"),
     HeardCase("date_short", "The party is on Dec 3rd.", r"december (3rd|third)"),
-    # Whisper base writes a spoken "December third, twenty twenty-four" as "December 3, 2024":
-    # the year's reading is what these two tell apart (the ISO form read as written is not a date).
+    # Whisper base writes "December third" and "December three" alike ("December 3"): date_iso
+    # still tells the date from the ISO form read as written; date_long is heard either way.
     HeardCase("date_iso", "It was due on 2024-12-03.", r"december (3rd|third|3),? (2024|twenty twenty.four)"),
     HeardCase("date_long", "She was born December 3, 2024.", r"december (3rd|third|3),? (2024|twenty twenty.four)"),
     HeardCase("phone", "Call us at +1 (415) 555-0132.", digits="14155550132"),
@@ -95,7 +95,8 @@ CASES = (
     HeardCase("percent", "Sales grew 50% this year.", r"50 ?%|fifty percent"),
     # Whisper writes the spoken "twenty-second" as "20 second".
     HeardCase("ordinal", "She came 22nd in the race.", r"22nd|twenty.second|20 second"),
-    # Whisper base writes a spoken "ten to twenty" as "10-20" ("ten twenty" as "1020").
+    # Whisper base writes a spoken "ten to twenty" as "10-20" and "ten twenty" as "1020" (tiny.en
+    # wrote both as "10-20": with it this case could not tell them apart).
     HeardCase("range", "Read pages 10-20 tonight.", r"(10|ten)( to |-)(20|twenty)"),
     HeardCase("fraction", "Add 3/4 cup of sugar.", r"(3|three)[ -]quarters?"),
     HeardCase("temperature", "It is 72°F outside.", r"(72|seventy.two) degrees fahrenheit"),

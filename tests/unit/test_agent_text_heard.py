@@ -1,6 +1,6 @@
 """The agent-text cases' patterns (tests/support/agent_text_heard.py) against transcripts the two
 listeners wrote in benchmarks/agent_text.py runs: each right reading is heard in the spelling
-Whisper chose, each wrong reading of the same case is not."""
+Whisper chose, and the wrong readings Whisper base writes otherwise are not."""
 
 from __future__ import annotations
 
