@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import itertools
 import json
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -34,6 +32,7 @@ import pytest
 
 from tests.support.asr import transcribe, word_error_rate
 from tests.support.clocks import ManualClock
+from tests.support.guarantees import spell_numbers
 from tests.support.listeners import listener_ahead, listener_behind
 from tests.support.oracle_decoder import UPSAMPLED_PHASE, OracleDecoder, reach
 from tests.support.seams import compare, snr_db
@@ -417,12 +416,6 @@ def test_the_stream_decodes_one_window_per_request_and_stops_when_dropped(engine
     assert len(split.decoded) == 1 and len(first) == DEFAULT_WINDOWS.first * SAMPLES_PER_FRAME
     stream.close()  # a cancelled request drops its iterator
     assert len(split.decoded) == 1
-
-
-def spell_numbers(transcript: str) -> str:
-    """Whisper writes some numbers as digits ("6 euros"): a formatting choice, not a word heard differently."""
-    spell = importlib.import_module("num2words").num2words  # untyped package: Any
-    return re.sub(r"\b\d+\b", lambda match: str(spell(int(match.group()))), transcript)
 
 
 # The listeners a sentence is streamed to, each giving the windows another plan. The hearing gate
