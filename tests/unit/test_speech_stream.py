@@ -1,6 +1,6 @@
 """The Gradio client's core without Gradio: the metrics of a run (computed by hand here),
-one text streamed from a scripted vLLM-Omni server, stopped early or failing, and the ticks that
-collect the encoder's frames while the upstream is quiet."""
+one text streamed from a scripted vLLM-Omni server, stopped early or failing, the ticks that
+collect the encoder's frames while the upstream is quiet, and Stop waiting for the run it ends."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ import pytest
 
 from tests.support.clocks import ManualClock
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
-from voicestream.integrations.speech_stream import UpstreamChoice, stream_speech, upstream_choices, with_idle_ticks
+from voicestream.integrations.speech_stream import (
+    RunsBySession,
+    UpstreamChoice,
+    stream_speech,
+    upstream_choices,
+    with_idle_ticks,
+)
 from voicestream.integrations.stream_metrics import StreamClock
 from voicestream.speech import SpeechSession, Transport, VllmOmniSession
 from voicestream.wire.errors import CodedError
@@ -164,3 +170,46 @@ def test_upstream_choices() -> None:
         upstream_choices()
     with pytest.raises(CodedError, match="needs a region"):
         upstream_choices(endpoint="tts")
+
+
+async def test_stop_waits_for_the_sessions_run_to_end() -> None:
+    runs = RunsBySession()
+    with runs.running("page-1"):
+        waiting = asyncio.ensure_future(runs.wait_ended("page-1", timeout_s=60))
+        other = asyncio.ensure_future(runs.wait_ended("page-2", timeout_s=60))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()  # the run is still going: Stop must not answer yet
+        assert other.done() and other.result() is True  # another page's Stop does not wait on it
+    assert await waiting is True
+
+
+async def test_stop_answers_at_once_without_a_run_and_gives_up_on_one_that_never_ends() -> None:
+    runs = RunsBySession()
+    assert await runs.wait_ended("page-1", timeout_s=60) is True
+    with runs.running("page-1"):
+        assert await runs.wait_ended("page-1", timeout_s=0.01) is False
+    assert await runs.wait_ended("page-1", timeout_s=60) is True
+
+
+async def test_a_cancelled_run_counts_as_ended_and_an_old_run_does_not_clear_a_newer_one() -> None:
+    runs = RunsBySession()
+
+    async def run(session: str, started: asyncio.Event) -> None:
+        with runs.running(session):
+            started.set()
+            await asyncio.Event().wait()  # until cancelled, as Gradio's cancel does
+
+    started = asyncio.Event()
+    task = asyncio.ensure_future(run("page-1", started))
+    await started.wait()
+    waiting = asyncio.ensure_future(runs.wait_ended("page-1", timeout_s=60))
+    await asyncio.sleep(0)
+    task.cancel()
+    assert await waiting is True
+    old, new = runs.running("page-1"), runs.running("page-1")
+    old.__enter__()
+    new.__enter__()
+    old.__exit__(None, None, None)  # the older run ending leaves the newer one tracked
+    assert await runs.wait_ended("page-1", timeout_s=0.01) is False
+    new.__exit__(None, None, None)

@@ -26,7 +26,7 @@ from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import QWEN3_TTS_LANGUAGES
 
-from .speech_stream import UpstreamChoice, stream_speech, with_idle_ticks
+from .speech_stream import RunsBySession, UpstreamChoice, stream_speech, with_idle_ticks
 
 TITLE = "voicestream: streaming speech"
 # System fonts only: the page must not reach for web fonts (offline machines, privacy).
@@ -51,6 +51,9 @@ METRIC_LABELS = {
 TICK_S = 0.1
 TICKS_AFTER_AUDIO = 10
 _TICK_PCM = b"\x00\x00"
+# Stop answers once the cancelled run has ended (`RunsBySession`); a run that outlives this bound
+# (its upstream stuck in a close) is reported stopped all the same: the cancel has been sent.
+STOP_WAIT_S = 10.0
 
 
 def metrics_table(metrics: dict[str, Any]) -> list[list[Any]]:
@@ -71,9 +74,10 @@ def wav_bytes(pcm: bytes) -> bytes:
 def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hello! This is voicestream.") -> gr.Blocks:
     """The page. `choices` are the upstreams offered (see `speech_stream.upstream_choices`)."""
     by_label = {choice.label: choice for choice in choices}
+    runs = RunsBySession()
 
     async def speak(
-        text: str, voice: str, language: str, label: str
+        text: str, voice: str, language: str, label: str, request: gr.Request
     ) -> AsyncGenerator[tuple[Any, dict[str, Any], list[list[Any]], str]]:
         choice = by_label.get(label)
         if choice is None:
@@ -82,16 +86,21 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
             raise gr.Error("type something to say")
         chunks = stream_speech(choice, text, voice=voice.strip() or None, language=language)
         ticked = with_idle_ticks(chunks, lambda chunk: bool(chunk[0]), every_s=TICK_S, per_audio=TICKS_AFTER_AUDIO)
-        try:
-            async for chunk in ticked:
-                if chunk is None:
-                    yield wav_bytes(_TICK_PCM), gr.skip(), gr.skip(), gr.skip()
-                    continue
-                pcm, metrics = chunk
-                numbers = metrics.as_dict()
-                yield (wav_bytes(pcm) if pcm else gr.skip()), numbers, metrics_table(numbers), numbers["status"]
-        except CodedError as error:
-            raise gr.Error(str(error)) from error
+        with runs.running(request.session_hash or ""):
+            try:
+                async for chunk in ticked:
+                    if chunk is None:
+                        yield wav_bytes(_TICK_PCM), gr.skip(), gr.skip(), gr.skip()
+                        continue
+                    pcm, metrics = chunk
+                    numbers = metrics.as_dict()
+                    yield (wav_bytes(pcm) if pcm else gr.skip()), numbers, metrics_table(numbers), numbers["status"]
+            except CodedError as error:
+                raise gr.Error(str(error)) from error
+
+    async def stopped(request: gr.Request) -> str:
+        await runs.wait_ended(request.session_hash or "", STOP_WAIT_S)
+        return "stopped"
 
     blocks = gr.Blocks(title=TITLE, analytics_enabled=False)
     with blocks:
@@ -127,7 +136,7 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
         run = start.click(
             speak, inputs=[text, voice, language, upstream], outputs=[audio, numbers, table, status], api_name="speak"
         )
-        stop.click(lambda: "stopped", outputs=[status], cancels=[run], api_name="stop")
+        stop.click(stopped, outputs=[status], cancels=[run], api_name="stop")
     return blocks
 
 

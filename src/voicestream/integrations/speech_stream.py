@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -186,3 +186,37 @@ async def with_idle_ticks(
         aclose = getattr(items, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+class RunsBySession:
+    """The run each page session has going, so that Stop can answer once that run has ended.
+
+    Gradio sends Stop's own function and the cancel of the run concurrently: a "stopped" written
+    before the cancel landed was overwritten by the run's next update, and the page showed
+    "running" for a run that had ended (seen in CI, on a loaded host). Both run in the server's
+    event loop, so an `asyncio.Event` per run orders them."""
+
+    def __init__(self) -> None:
+        self._ended: dict[str, asyncio.Event] = {}
+
+    @contextlib.contextmanager
+    def running(self, session: str) -> Iterator[None]:
+        """Marks `session`'s run from entry until exit, however it exits (a cancel included)."""
+        ended = self._ended[session] = asyncio.Event()
+        try:
+            yield
+        finally:
+            ended.set()
+            if self._ended.get(session) is ended:
+                del self._ended[session]
+
+    async def wait_ended(self, session: str, timeout_s: float) -> bool:
+        """Whether `session` has no run going within `timeout_s` (at once when it had none)."""
+        ended = self._ended.get(session)
+        if ended is None:
+            return True
+        try:
+            await asyncio.wait_for(ended.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
