@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 ServerFactory = Callable[..., contextlib.AbstractContextManager[LiveServer]]
 
+pytest_plugins = ["tests.support.worker_load"]
+
 # Fixtures that load the real Kokoro-82M: a test that uses one is marked `model`.
 MODEL_FIXTURES = frozenset({"kokoro_engine", "onnx_engine", "server_factory", "kokoro_server", "local_stack"})
 
