@@ -87,7 +87,8 @@ def test_stop_ends_the_run_and_the_upstream_work(
         time.sleep(0.05)
     [generation] = fake.sessions[before].generations
     assert generation.outcome == "aborted"  # the server stopped generating mid-utterance
-    assert browser.eval(STATUS) == "stopped"  # no late update of the cancelled run wrote over it
+    assert browser.eval(STATUS) == "stopped"  # the run's last word: nothing late writes over it
+    assert metric_rows(browser)["status"] == "stopped"
     browser.screenshot(artifacts / "gradio-stopped.png")
     assert page_problems(browser) == []
 

@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 import pytest
 from gradio_client import Client
+from gradio_client.client import Job
 
 from tests.support.fake_vllm_omni import FakeVllmOmni, serve_fake
 from tests.support.server import LiveServer
@@ -45,7 +46,10 @@ def gradio_app(choices: list[UpstreamChoice]) -> Iterator[Client]:
 
 
 def run(client: Client, text: str, label: str, voice: str = "", language: str = "English") -> list[Any]:
-    job = client.submit(text, voice, language, label, api_name="/speak")
+    return outputs_when_done(client.submit(text, voice, language, label, api_name="/speak"))
+
+
+def outputs_when_done(job: Job) -> list[Any]:
     job.result(timeout=BOUND_S)
     return list(job.outputs())
 
@@ -121,10 +125,30 @@ def test_cancelling_a_run_stops_the_upstream_work() -> None:
             while not any(isinstance(out[0], dict) and out[0].get("url") for out in job.outputs()):
                 assert time.monotonic() < deadline and not job.done(), "no audio came"
                 time.sleep(0.05)
-            assert job.cancel()  # what the page's Stop button does: Gradio's /cancel for this run
+            assert job.cancel()  # an API client's cancel: Gradio's /cancel for this run
             while fake.sessions[0].ended is None:
                 assert time.monotonic() < deadline, "the upstream session was not closed"
                 time.sleep(0.05)
+    [generation] = fake.sessions[0].generations
+    assert generation.outcome == "aborted" and fake.sessions[0].ended == "client disconnected"
+
+
+def test_stop_ends_the_run_with_its_last_status_and_the_upstream_work() -> None:
+    """The Stop button's endpoint: the run ends itself, so "stopped" is its last word."""
+    fake = FakeVllmOmni(realtime_factor=1.0)  # slow enough to be stopped mid-sentence
+    with serve_fake(fake) as (_live, url):
+        choices = upstream_choices(vllm_omni_url=url)
+        with gradio_app(choices) as client:
+            job = client.submit("A long answer that takes a while to say. " * 6, "", "English", choices[0].label,
+                                api_name="/speak")  # fmt: skip
+            deadline = time.monotonic() + BOUND_S
+            while not any(isinstance(out[0], dict) and out[0].get("url") for out in job.outputs()):
+                assert time.monotonic() < deadline and not job.done(), "no audio came"
+                time.sleep(0.05)
+            client.predict(api_name="/stop")  # the same client: the same session as the run
+            *_, (_audio, metrics, _table, status) = outputs_when_done(job)
+    assert status == "stopped" and metrics["status"] == "stopped"
+    assert metrics["first_audio_ms"] > 0 and metrics["chunks"] >= 1
     [generation] = fake.sessions[0].generations
     assert generation.outcome == "aborted" and fake.sessions[0].ended == "client disconnected"
 

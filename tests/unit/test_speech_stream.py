@@ -1,6 +1,6 @@
 """The Gradio client's core without Gradio: the metrics of a run (computed by hand here),
 one text streamed from a scripted vLLM-Omni server, stopped early or failing, the ticks that
-collect the encoder's frames while the upstream is quiet, and Stop waiting for the run it ends."""
+collect the encoder's frames while the upstream is quiet, and Stop reaching the run it ends."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import pytest
 from tests.support.clocks import ManualClock
 from tests.support.fakes import ScriptedTransport, Step, TurnTransport
 from voicestream.integrations.speech_stream import (
-    RunsBySession,
+    StopButtons,
     UpstreamChoice,
     stream_speech,
+    until_stopped,
     upstream_choices,
     with_idle_ticks,
 )
@@ -172,44 +173,50 @@ def test_upstream_choices() -> None:
         upstream_choices(endpoint="tts")
 
 
-async def test_stop_waits_for_the_sessions_run_to_end() -> None:
-    runs = RunsBySession()
-    with runs.running("page-1"):
-        waiting = asyncio.ensure_future(runs.wait_ended("page-1", timeout_s=60))
-        other = asyncio.ensure_future(runs.wait_ended("page-2", timeout_s=60))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not waiting.done()  # the run is still going: Stop must not answer yet
-        assert other.done() and other.result() is True  # another page's Stop does not wait on it
-    assert await waiting is True
+async def test_stop_reaches_only_its_sessions_run_and_only_while_it_runs() -> None:
+    buttons = StopButtons()
+    assert buttons.press("page-1") is False  # no run: nothing to stop, nothing remembered
+    with buttons.run("page-1") as stop, buttons.run("page-2") as other:
+        assert not stop.is_set()
+        assert buttons.press("page-1") is True
+        assert stop.is_set() and not other.is_set()
+    assert buttons.press("page-1") is False
+    old = buttons.run("page-1")
+    first = old.__enter__()
+    with buttons.run("page-1") as second:
+        old.__exit__(None, None, None)  # the older run ending leaves the newer one reachable
+        assert buttons.press("page-1") is True
+        assert second.is_set() and not first.is_set()
 
 
-async def test_stop_answers_at_once_without_a_run_and_gives_up_on_one_that_never_ends() -> None:
-    runs = RunsBySession()
-    assert await runs.wait_ended("page-1", timeout_s=60) is True
-    with runs.running("page-1"):
-        assert await runs.wait_ended("page-1", timeout_s=0.01) is False
-    assert await runs.wait_ended("page-1", timeout_s=60) is True
+async def test_a_stop_ends_the_stream_while_the_upstream_is_quiet_and_closes_it() -> None:
+    closed = asyncio.Event()
+    release = asyncio.Event()
+
+    async def upstream() -> AsyncIterator[int]:
+        try:
+            yield 1
+            await release.wait()  # quiet: no item until the test says so, which it never does
+            yield 2
+        finally:
+            closed.set()
+
+    stop = asyncio.Event()
+    stream = until_stopped(upstream(), stop)
+    assert await anext(stream) == 1
+    waiting = asyncio.ensure_future(anext(stream))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    stop.set()
+    with pytest.raises(StopAsyncIteration):
+        await waiting
+    assert closed.is_set()  # the upstream generator was closed (its session cancelled)
 
 
-async def test_a_cancelled_run_counts_as_ended_and_an_old_run_does_not_clear_a_newer_one() -> None:
-    runs = RunsBySession()
+async def test_a_stream_that_ends_on_its_own_passes_every_item() -> None:
+    async def upstream() -> AsyncIterator[int]:
+        for item in range(4):
+            yield item
 
-    async def run(session: str, started: asyncio.Event) -> None:
-        with runs.running(session):
-            started.set()
-            await asyncio.Event().wait()  # until cancelled, as Gradio's cancel does
-
-    started = asyncio.Event()
-    task = asyncio.ensure_future(run("page-1", started))
-    await started.wait()
-    waiting = asyncio.ensure_future(runs.wait_ended("page-1", timeout_s=60))
-    await asyncio.sleep(0)
-    task.cancel()
-    assert await waiting is True
-    old, new = runs.running("page-1"), runs.running("page-1")
-    old.__enter__()
-    new.__enter__()
-    old.__exit__(None, None, None)  # the older run ending leaves the newer one tracked
-    assert await runs.wait_ended("page-1", timeout_s=0.01) is False
-    new.__exit__(None, None, None)
+    assert [item async for item in until_stopped(upstream(), asyncio.Event())] == [0, 1, 2, 3]

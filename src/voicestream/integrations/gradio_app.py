@@ -4,8 +4,8 @@ Text, voice, language and the upstream (a local Kokoro server, a vLLM-Omni serve
 SageMaker endpoint signed here, server-side) go in; PCM streams into
 `gr.Audio(streaming=True, autoplay=True)` and a metrics panel shows, per run, the connection
 time, time to first audio, real-time factor, inter-chunk jitter (p50/p95 of arrival gaps) and
-end-to-end time. Stop cancels the run and the upstream work with it. The behaviour lives in
-`speech_stream`; this module only lays out the page and translates.
+end-to-end time. Stop ends the run, which cancels the upstream work (`StopButtons`). The
+behaviour lives in `speech_stream`; this module only lays out the page and translates.
 
 Needs the `gradio` extra (gradio streams audio through ffmpeg, which must be on PATH).
 """
@@ -26,7 +26,7 @@ from voicestream.wire.bidi import SAMPLE_RATE
 from voicestream.wire.errors import CodedError
 from voicestream.wire.vllm_omni import QWEN3_TTS_LANGUAGES
 
-from .speech_stream import RunsBySession, UpstreamChoice, stream_speech, with_idle_ticks
+from .speech_stream import StopButtons, UpstreamChoice, stream_speech, until_stopped, with_idle_ticks
 
 TITLE = "voicestream: streaming speech"
 # System fonts only: the page must not reach for web fonts (offline machines, privacy).
@@ -51,9 +51,6 @@ METRIC_LABELS = {
 TICK_S = 0.1
 TICKS_AFTER_AUDIO = 10
 _TICK_PCM = b"\x00\x00"
-# Stop answers once the cancelled run has ended (`RunsBySession`); a run that outlives this bound
-# (its upstream stuck in a close) is reported stopped all the same: the cancel has been sent.
-STOP_WAIT_S = 10.0
 
 
 def metrics_table(metrics: dict[str, Any]) -> list[list[Any]]:
@@ -74,7 +71,7 @@ def wav_bytes(pcm: bytes) -> bytes:
 def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hello! This is voicestream.") -> gr.Blocks:
     """The page. `choices` are the upstreams offered (see `speech_stream.upstream_choices`)."""
     by_label = {choice.label: choice for choice in choices}
-    runs = RunsBySession()
+    stop_buttons = StopButtons()
 
     async def speak(
         text: str, voice: str, language: str, label: str, request: gr.Request
@@ -84,9 +81,10 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
             raise gr.Error(f"unknown upstream {label!r}")
         if not text or not text.strip():
             raise gr.Error("type something to say")
-        chunks = stream_speech(choice, text, voice=voice.strip() or None, language=language)
-        ticked = with_idle_ticks(chunks, lambda chunk: bool(chunk[0]), every_s=TICK_S, per_audio=TICKS_AFTER_AUDIO)
-        with runs.running(request.session_hash or ""):
+        with stop_buttons.run(request.session_hash or "") as stop:
+            chunks = until_stopped(stream_speech(choice, text, voice=voice.strip() or None, language=language), stop)
+            ticked = with_idle_ticks(chunks, lambda chunk: bool(chunk[0]), every_s=TICK_S, per_audio=TICKS_AFTER_AUDIO)
+            numbers: dict[str, Any] = {"status": "running"}
             try:
                 async for chunk in ticked:
                     if chunk is None:
@@ -97,10 +95,12 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
                     yield (wav_bytes(pcm) if pcm else gr.skip()), numbers, metrics_table(numbers), numbers["status"]
             except CodedError as error:
                 raise gr.Error(str(error)) from error
+            if numbers["status"] == "running":  # cut short by Stop: the upstream's work is cancelled
+                numbers = {**numbers, "status": "stopped"}
+                yield gr.skip(), numbers, metrics_table(numbers), "stopped"
 
-    async def stopped(request: gr.Request) -> str:
-        await runs.wait_ended(request.session_hash or "", STOP_WAIT_S)
-        return "stopped"
+    async def press_stop(request: gr.Request) -> None:
+        stop_buttons.press(request.session_hash or "")
 
     blocks = gr.Blocks(title=TITLE, analytics_enabled=False)
     with blocks:
@@ -133,10 +133,17 @@ def create_blocks(choices: Sequence[UpstreamChoice], *, default_text: str = "Hel
                     elem_id="metrics",
                 )
                 numbers = gr.JSON(label="Metrics (JSON)", visible=False)
-        run = start.click(
-            speak, inputs=[text, voice, language, upstream], outputs=[audio, numbers, table, status], api_name="speak"
+        # Runs are not queued at the page: a queued run would not yet hear its Stop. The upstream
+        # bounds its own sessions and refuses one more with a clear error.
+        start.click(
+            speak,
+            inputs=[text, voice, language, upstream],
+            outputs=[audio, numbers, table, status],
+            api_name="speak",
+            concurrency_limit=None,
         )
-        stop.click(stopped, outputs=[status], cancels=[run], api_name="stop")
+        # Not queued either: Stop reaches the run at once, however busy the queue.
+        stop.click(press_stop, api_name="stop", queue=False)
     return blocks
 
 

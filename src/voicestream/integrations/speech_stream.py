@@ -188,35 +188,59 @@ async def with_idle_ticks(
             await aclose()
 
 
-class RunsBySession:
-    """The run each page session has going, so that Stop can answer once that run has ended.
+async def until_stopped(items: AsyncIterator[Item], stop: asyncio.Event) -> AsyncGenerator[Item]:
+    """`items` until they end or `stop` is set, waiting on both: a stop lands while the upstream
+    is quiet too. Closing this (or the stop) closes `items` (its upstream session)."""
+    stopping = asyncio.ensure_future(stop.wait())
+    pending: asyncio.Task[Item] | None = None
+    try:
+        while not stop.is_set():
+            pending = pending or asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait({pending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if pending not in done:
+                return
+            finished, pending = pending, None
+            try:
+                item = finished.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        stopping.cancel()
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
-    Gradio sends Stop's own function and the cancel of the run concurrently: a "stopped" written
-    before the cancel landed was overwritten by the run's next update, and the page showed
-    "running" for a run that had ended (seen in CI, on a loaded host). Both run in the server's
-    event loop, so an `asyncio.Event` per run orders them."""
+
+class StopButtons:
+    """The way from a page session's Stop button to that session's run.
+
+    The run itself ends the stream and writes its last status: Gradio's `cancels=` sends the
+    cancel and the Stop button's own output concurrently, and a run's update already on its way
+    wrote "running" over "stopped" (seen in CI, on a loaded host), for a run that had ended.
+    Both sides run in the server's event loop."""
 
     def __init__(self) -> None:
-        self._ended: dict[str, asyncio.Event] = {}
+        self._runs: dict[str, asyncio.Event] = {}
 
     @contextlib.contextmanager
-    def running(self, session: str) -> Iterator[None]:
-        """Marks `session`'s run from entry until exit, however it exits (a cancel included)."""
-        ended = self._ended[session] = asyncio.Event()
+    def run(self, session: str) -> Iterator[asyncio.Event]:
+        """The stop request of `session`'s run, from entry until exit (however it exits)."""
+        stop = self._runs[session] = asyncio.Event()
         try:
-            yield
+            yield stop
         finally:
-            ended.set()
-            if self._ended.get(session) is ended:
-                del self._ended[session]
+            if self._runs.get(session) is stop:
+                del self._runs[session]
 
-    async def wait_ended(self, session: str, timeout_s: float) -> bool:
-        """Whether `session` has no run going within `timeout_s` (at once when it had none)."""
-        ended = self._ended.get(session)
-        if ended is None:
-            return True
-        try:
-            await asyncio.wait_for(ended.wait(), timeout_s)
-        except TimeoutError:
+    def press(self, session: str) -> bool:
+        """Asks `session`'s run to stop; False when it has none going."""
+        stop = self._runs.get(session)
+        if stop is None:
             return False
+        stop.set()
         return True
