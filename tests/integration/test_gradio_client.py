@@ -114,18 +114,24 @@ def test_vllm_omni_audio_and_metrics() -> None:
     assert float(np.sqrt(np.mean(audio**2))) > 0.01  # the fake's tones, not silence
 
 
+def playing_run(client: Client, label: str) -> Job:
+    """A long text's run on `label`, once its first audio has reached the player."""
+    job = client.submit("A long answer that takes a while to say. " * 6, "", "English", label, api_name="/speak")
+    deadline = time.monotonic() + BOUND_S
+    while not any(isinstance(out[0], dict) and out[0].get("url") for out in job.outputs()):
+        assert time.monotonic() < deadline and not job.done(), "no audio came"
+        time.sleep(0.05)
+    return job
+
+
 def test_cancelling_a_run_stops_the_upstream_work() -> None:
     fake = FakeVllmOmni(realtime_factor=1.0)  # slow enough to be stopped mid-sentence
     with serve_fake(fake) as (_live, url):
         choices = upstream_choices(vllm_omni_url=url)
         with gradio_app(choices) as client:
-            job = client.submit("A long answer that takes a while to say. " * 6, "", "English", choices[0].label,
-                                api_name="/speak")  # fmt: skip
-            deadline = time.monotonic() + BOUND_S
-            while not any(isinstance(out[0], dict) and out[0].get("url") for out in job.outputs()):
-                assert time.monotonic() < deadline and not job.done(), "no audio came"
-                time.sleep(0.05)
+            job = playing_run(client, choices[0].label)
             assert job.cancel()  # an API client's cancel: Gradio's /cancel for this run
+            deadline = time.monotonic() + BOUND_S
             while fake.sessions[0].ended is None:
                 assert time.monotonic() < deadline, "the upstream session was not closed"
                 time.sleep(0.05)
@@ -139,12 +145,7 @@ def test_stop_ends_the_run_with_its_last_status_and_the_upstream_work() -> None:
     with serve_fake(fake) as (_live, url):
         choices = upstream_choices(vllm_omni_url=url)
         with gradio_app(choices) as client:
-            job = client.submit("A long answer that takes a while to say. " * 6, "", "English", choices[0].label,
-                                api_name="/speak")  # fmt: skip
-            deadline = time.monotonic() + BOUND_S
-            while not any(isinstance(out[0], dict) and out[0].get("url") for out in job.outputs()):
-                assert time.monotonic() < deadline and not job.done(), "no audio came"
-                time.sleep(0.05)
+            job = playing_run(client, choices[0].label)
             client.predict(api_name="/stop")  # the same client: the same session as the run
             *_, (_audio, metrics, _table, status) = outputs_when_done(job)
     assert status == "stopped" and metrics["status"] == "stopped"

@@ -179,13 +179,7 @@ async def with_idle_ticks(
             ticks_left = per_audio if has_audio(item) else ticks_left
             yield item
     finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        aclose = getattr(items, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _close(pending, items)
 
 
 async def until_stopped(items: AsyncIterator[Item], stop: asyncio.Event) -> AsyncGenerator[Item]:
@@ -207,13 +201,18 @@ async def until_stopped(items: AsyncIterator[Item], stop: asyncio.Event) -> Asyn
             yield item
     finally:
         stopping.cancel()
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        aclose = getattr(items, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _close(pending, items)
+
+
+async def _close(pending: asyncio.Task[Item] | None, items: AsyncIterator[Item]) -> None:
+    """Cancels the item still awaited, if any, then closes `items` (its upstream session)."""
+    if pending is not None:
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await pending
+    aclose = getattr(items, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class StopButtons:
