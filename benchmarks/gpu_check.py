@@ -81,6 +81,7 @@ VOICE = "af_heart"
 PREPARED = ROOT / ".gpu-check-model"  # git-ignored: pass it in the device run's `carry`
 TARGET_MS = 300.0
 SESSION_WORDS = 15  # what each simultaneous session speaks: one sentence of this many words
+QUICK_SESSION_WORDS = 5  # --quick: the shortest sentence (a level then takes seconds, not tens)
 PHONEMES_FILE = "phonemes.json"
 # What `run` imports beyond the GPU image's torch, numpy, onnx, onnxruntime and their dependencies
 # (python -X importtime on a quick run): KModel's transformers/ALBERT stack and the server's. misaki,
@@ -101,7 +102,7 @@ def spoken_texts() -> list[str]:
     """Every text the run's engine is asked to phonemize: each sentence as the server cuts a
     request (split_sentences) and as the engine receives it (check_text), and the warm-ups."""
     warm_ups = [ENGINE_WARM_UP_TEXT, SERVER_WARM_UP_TEXT, SPEED_CHECK_TEXT]
-    requests = [*warm_ups, *(sentence(words) for words in (*LENGTHS, SESSION_WORDS))]
+    requests = [*warm_ups, *(sentence(words) for words in (*LENGTHS, SESSION_WORDS, QUICK_SESSION_WORDS))]
     return sorted({check_text(part) for text in requests for part in split_sentences(text) or [text]})
 
 
@@ -165,10 +166,11 @@ def first_audio(engine: TorchEngine, repeats: int, lengths: tuple[int, ...]) -> 
     }
 
 
-async def level(ws_url: str, sessions: int) -> dict[str, Any]:
-    """`sessions` sessions at once, each speaking one sentence; first audio counts from its send."""
+async def level(ws_url: str, sessions: int, words: int) -> dict[str, Any]:
+    """`sessions` sessions at once, each speaking one sentence of `words` words; first audio counts
+    from its send."""
     started = time.perf_counter()
-    records = await asyncio.gather(*(run_session(ws_url, [sentence(SESSION_WORDS)]) for _ in range(sessions)))
+    records = await asyncio.gather(*(run_session(ws_url, [sentence(words)]) for _ in range(sessions)))
     wall_s = time.perf_counter() - started
     firsts = [r.first_audio_s * 1000 for r in records if r.first_audio_s is not None]
     errors = [code for r in records for code in r.errors]
@@ -183,7 +185,7 @@ async def level(ws_url: str, sessions: int) -> dict[str, Any]:
     }
 
 
-def capacity(engine: TorchEngine, max_sessions: int, target_ms: float) -> dict[str, Any]:
+def capacity(engine: TorchEngine, max_sessions: int, target_ms: float, words: int) -> dict[str, Any]:
     """Double the simultaneous sessions until a level's p95 first audio passes `target_ms` (or
     fails) or `max_sessions` is reached; the capacity is the last level that held."""
     limits = Limits(max_sessions=max_sessions, max_g2p_queue=max(32, max_sessions))
@@ -192,23 +194,23 @@ def capacity(engine: TorchEngine, max_sessions: int, target_ms: float) -> dict[s
     with kokoro_server(engine=TimedEngine(engine), limits=limits) as server:
         sessions = 1
         while sessions <= max_sessions:
-            row = asyncio.run(level(server.ws_url, sessions))
+            row = asyncio.run(level(server.ws_url, sessions, words))
             levels.append(row)
             p95 = row["first_audio_ms_p95"]
             if row["errors"] or row["answered"] < sessions or p95 is None or p95 > target_ms:
                 break
             held = sessions
             sessions *= 2
-    return {"target_first_audio_ms_p95": target_ms, "sessions_held": held, "levels": levels}
+    return {"target_first_audio_ms_p95": target_ms, "session_words": words, "sessions_held": held, "levels": levels}
 
 
-def decoder(engine: TorchEngine, repeats: int) -> dict[str, Any]:
+def decoder(engine: TorchEngine, repeats: int, warm_up: bool) -> dict[str, Any]:
     """ms per generator frame of the fused and kokoro's own generator blocks over the same model
     (a 50-word sentence's encoding), and fused's speed-up."""
     runtimes = {"fused": engine.split, "kokoro modules": TorchSplitRuntime(engine.split.model, fused=False)}
     with torch.inference_mode():
         features = encoded(engine, sentence(50))
-    speeds = decoder_speeds(runtimes, features, repeats)
+    speeds = decoder_speeds(runtimes, features, repeats, warm_up=warm_up)
     return {
         "ms_per_frame": speeds,
         "fused_speedup": {
@@ -233,8 +235,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not args.quick:
                 timed(engine, sentence(5))  # warm-up beyond load: allocator and kernels at a second shape
             measured = first_audio(engine, repeats, lengths)
-            sessions = capacity(engine, max_sessions, args.target_ms)
-            decoding = decoder(engine, repeats)
+            session_words = QUICK_SESSION_WORDS if args.quick else SESSION_WORDS
+            sessions = capacity(engine, max_sessions, args.target_ms, session_words)
+            # --quick checks the code path: its single run need not wait for warm kernels.
+            decoding = decoder(engine, repeats, warm_up=not args.quick)
         finally:
             engine.close()
     report: dict[str, Any] = {

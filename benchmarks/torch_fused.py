@@ -65,10 +65,12 @@ def window_of(span: int, frames: int) -> Window:
     return Window(min(16, span - 1), span, 0, span)
 
 
-def decoder_speeds(runtimes: dict[str, TorchSplitRuntime], features: TorchSentenceFeatures, repeats: int) -> Any:
+def decoder_speeds(
+    runtimes: dict[str, TorchSplitRuntime], features: TorchSentenceFeatures, repeats: int, warm_up: bool = True
+) -> Any:
     samples: dict[str, dict[int, list[float]]] = {name: {span: [] for span in SPANS} for name in runtimes}
     names = list(runtimes)
-    for name in names:  # warm-up: torch's first runs at new shapes allocate
+    for name in names if warm_up else ():  # torch's first runs at new shapes allocate
         for span in SPANS:
             runtimes[name].decode_audio(features, window_of(span, features.frames))
     for repeat in range(repeats):

@@ -90,6 +90,7 @@ def test_quick_cpu_run_writes_every_measurement(source_dir: Path, tmp_path: Path
 
     sessions = report["concurrency"]
     assert sessions["target_first_audio_ms_p95"] == 300.0
+    assert sessions["session_words"] == 5  # --quick: the shortest sentence
     levels = sessions["levels"]
     assert levels and levels[0]["sessions"] == 1
     assert [row["sessions"] for row in levels] == [2**i for i in range(len(levels))]
