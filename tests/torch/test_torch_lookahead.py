@@ -31,9 +31,12 @@ from voicestream.engine.torch.split import TorchSentenceFeatures, TorchSplitRunt
 
 VOICE = "af_heart"
 MAX_SENTENCE_SEAM_EXCESS_DB = 1.5  # as the ONNX lookahead's: the 1 dB gate holds over the sentences
-# Each decoded four times over and heard twice: ~40 s a sentence on a fast 2-core host, two
-# minutes on the slowest class; two sentences, as the ONNX lookahead's seam gate.
-SEAM_SENTENCES = LONG_SENTENCES[:2]
+# Each decoded four times over and heard twice: ~40 s a sentence on a fast 2-core host, over two
+# minutes in CI on the slowest class, where this gate was the torch tier's slowest test. One
+# sentence: each of the five passes every assertion alone, the mean gates included (the AVX2
+# class, 2026-12-06: lookahead seam excess -0.38 to 0.67 dB, within 0.01 dB of plain windows or
+# better; Whisper as good as on the whole encoding), and this one has the highest excess.
+SEAM_SENTENCES = LONG_SENTENCES[:1]
 
 
 @dataclass
