@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from tests.support.seams import snr_db
 
 from common import RESULTS, command_line, machine, write_json
 from first_audio_length import sentence
@@ -35,6 +36,7 @@ from voicestream.engine.onnx.engine import OnnxEngine
 from voicestream.engine.onnx.graphs import DerivedGraphs, split_graphs
 from voicestream.engine.onnx.runtime import OnnxSplitRuntime
 from voicestream.engine.streaming.windows import Window
+from voicestream.engine.streaming.word_timings import tokenize
 
 SPANS = (44, 100, 176)  # generator frames: a first window's span, a middle one, the largest
 VOICE = "af_heart"
@@ -142,11 +144,6 @@ def float_graph(generator: bytes) -> tuple[bytes, int]:
     return _rebuilt(model, nodes), len(replaced_by)
 
 
-def snr_db(signal: np.ndarray, other: np.ndarray) -> float:
-    noise = float(np.sum((signal - other) ** 2))
-    return float("inf") if noise == 0 else 10 * float(np.log10(np.sum(signal**2) / noise))
-
-
 def measure(repeats: int, threads: int) -> dict[str, Any]:
     engine = OnnxEngine(threads=threads)
     engine.load()
@@ -160,8 +157,8 @@ def measure(repeats: int, threads: int) -> dict[str, Any]:
         "integer sums in float": OnnxSplitRuntime(DerivedGraphs(graphs.encoder, graphs.frontend, sums), threads),
         "float graph": OnnxSplitRuntime(DerivedGraphs(graphs.encoder, graphs.frontend, floats), threads),
     }
-    (piece,) = engine.phonemes(sentence(15), VOICE)
-    ids = [engine._vocab[p] for p in piece if p in engine._vocab]
+    (piece,) = engine.phoneme_pieces(sentence(15), VOICE)
+    ids, _ = tokenize(piece, engine._vocab)
     features = engine.split.encode(ids, engine._voice(VOICE)[len(ids) - 1 : len(ids)], 1.0)
     windows = {
         span: Window(min(16, span - 1), min(span, features.frames), 0, min(span, features.frames)) for span in SPANS
@@ -192,7 +189,7 @@ def measure(repeats: int, threads: int) -> dict[str, Any]:
             name: {span: round(ms[name][span] / ms[int8][span], 3) for span in ms[int8]} for name in variants
         },
         "samples_snr_db_against_int8": {
-            name: {str(span): round(snr_db(outputs[int8][span], outputs[name][span]), 1) for span in SPANS}
+            name: {str(span): round(snr_db(outputs[name][span], outputs[int8][span]), 1) for span in SPANS}
             for name in variants
         },
     }
