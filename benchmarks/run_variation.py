@@ -1,0 +1,73 @@
+"""How much one decoder run's speed varies from the next on this host, as the engine runs them.
+
+The engine plans each window on the speed its earlier runs measured (engine/streaming/pacing.py):
+a run slower than that by more than the plan leaves room for outlasts the listener's audio. This
+script measures the room a host needs: the real ONNX engine, as the server runs it (warmed up,
+paced, 2 threads), speaks the 5-word, 50-word and digit-heavy sentences of slow_host.py in turn,
+`--repeats` times, and records every decoder run (its span frames and milliseconds). Reported:
+
+- milliseconds per span frame: median, and each run over that median (p10, p50, p90, max);
+- the runs over the median in the order they ran (`ratios`): a pattern to replay in the
+  simulated host (tests/support/simulated_host.py), where slow runs come in streaks, not alone;
+- the cores other processes kept busy, so a noisy neighbour can be told from the host itself.
+
+    .venv/bin/python benchmarks/run_variation.py [--repeats 4] [--threads 2] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+from common import RESULTS, LoadMeter, command_line, machine, write_json
+from first_audio_length import sentence
+from slow_host import DIGITS, loaded, spoken
+from voicestream.engine.onnx.engine import OnnxStrategy
+
+
+def quantile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS / "run_variation.json")
+    args = parser.parse_args()
+    report: dict[str, Any] = {"benchmark": "run_variation", "command": command_line(), "machine": machine()}
+    meter = LoadMeter()
+    engine = loaded(1.0, args.threads, OnnxStrategy())
+    texts = {"5_words": sentence(5), "50_words": sentence(50), "digit_heavy": DIGITS}
+    # [text, repeat, run within the text, span frames, ms]
+    runs: list[list[Any]] = []
+    for repeat in range(args.repeats):
+        for name, text in texts.items():
+            result = spoken(engine, [text])
+            decodes = [run for run in result["runs"] if run[1] == "decode"]
+            runs.extend([name, repeat, index, size, ms] for index, (_at, _kind, size, ms) in enumerate(decodes))
+            per_frame = [round(ms / size, 1) for _at, _kind, size, ms in decodes]
+            print(f"{name} repeat {repeat}: ms per span frame {per_frame}", flush=True)
+    engine.close()
+    per_frame = [ms / size for _name, _repeat, _index, size, ms in runs]
+    median = statistics.median(per_frame)
+    ratios = [round(value / median, 3) for value in per_frame]
+    report["ms_per_span_frame_median"] = round(median, 2)
+    report["over_median"] = {
+        "p10": quantile(ratios, 0.1),
+        "p50": quantile(ratios, 0.5),
+        "p90": quantile(ratios, 0.9),
+        "max": max(ratios),
+    }
+    report["ratios"] = ratios
+    report["runs"] = runs
+    report["load"] = meter.report()
+    write_json(args.out, report)
+    print(f"median {median:.2f} ms per span frame; over it: {report['over_median']}; written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
