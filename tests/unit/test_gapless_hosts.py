@@ -29,8 +29,9 @@ TEXTS: dict[str, list[Phonemes]] = {
 HOSTS = (0.2, 0.37, 0.6, 0.8)
 WORST_GAP_S = 0.05
 # Windows recompute their context: at most this much more than one encoder run and one whole
-# decode per piece (a 5-word sentence's three windows are the worst case, docs/engine.md).
-COMPUTE_BOUND = 1.4
+# decode per piece (a 5-word sentence's three or four windows are the worst case: four where the
+# pace cuts the third short, as at RTF 0.37 here; docs/engine.md).
+COMPUTE_BOUND = 1.55
 
 
 @pytest.mark.parametrize("rtf", HOSTS)
@@ -96,6 +97,95 @@ def test_runs_a_little_off_the_measured_speed_leave_no_gap(variation: tuple[floa
     pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=variation)
     stream = play(pipeline, clock, TEXTS[text])
     assert stream.worst_gap_s <= WORST_GAP_S, stream
+
+
+# Decoder runs over their median, in the order the engine ran them on a real 2-core AVX2-only host
+# (benchmarks/results/run_variation_avx2.json, 2026-12-06, quiet, whole-sentence RTF 0.53): up to
+# a fifth slower, several slow runs in a row.
+AVX2_HOST_RUNS = (
+    0.96,
+    1.04,
+    0.83,
+    0.91,
+    1.05,
+    0.93,
+    0.94,
+    0.79,
+    1.06,
+    0.96,
+    0.96,
+    0.96,
+    0.95,
+    0.96,
+    0.87,
+    0.84,
+    1.05,
+    1.13,
+    0.95,
+    1.05,
+    1.07,
+    0.94,
+    1.13,
+    0.87,
+    0.96,
+    1.1,
+    1.07,
+    1.02,
+    1.03,
+    0.95,
+    0.9,
+    1.12,
+    0.99,
+    0.99,
+    1.03,
+    1.01,
+    0.92,
+    1.13,
+    0.9,
+    0.92,
+    0.87,
+    1.14,
+    1.05,
+    0.96,
+    1.03,
+    1.03,
+    0.96,
+    1.09,
+    0.81,
+    0.95,
+    0.97,
+    1.05,
+    1.07,
+    1.15,
+    1.04,
+    1.03,
+    1.15,
+    1.2,
+    1.19,
+    1.14,
+    1.11,
+    1.19,
+    0.87,
+    0.81,
+)
+
+
+@pytest.mark.parametrize("rtf", [0.37, 0.47, 0.6])
+@pytest.mark.parametrize("text", TEXTS)
+def test_runs_that_vary_as_a_real_avx2_hosts_did_leave_no_gap(rtf: float, text: str) -> None:
+    """A server that has spoken a sentence before, its runs varying as the real host's did, from
+    every third run of the measured pattern on: the margin (pacing.MARGIN) and the first window's
+    room (pacing.RUN_VARIATION) cover a streak of slow runs. At 0.9 and 1.1 the same pattern left
+    gaps of up to 0.48 s here, and the real host up to 0.15 s at the route (docs/engine-evidence.md,
+    "A real AVX2-only host")."""
+    worst: dict[int, float] = {}
+    for phase in range(0, len(AVX2_HOST_RUNS), 3):
+        runs = AVX2_HOST_RUNS[phase:] + AVX2_HOST_RUNS[:phase]
+        pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=runs)
+        play(pipeline, clock, [sentence(15)])
+        clock.now += 10.0
+        worst[phase] = play(pipeline, clock, TEXTS[text]).worst_gap_s
+    assert max(worst.values()) <= WORST_GAP_S, worst
 
 
 # --- the torch engine's plan on its own costs: a CPU where a decoder run's fixed cost is ~9 frames'

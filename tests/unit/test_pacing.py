@@ -98,8 +98,8 @@ def test_an_idle_listener_whose_text_came_late_is_not_paced_before_this_calls_au
     listener.waiting_since(clock.now)
     pace = WindowPacer(DecodeSpeed(0.009), listener, FRAME_S)
     assert not listener.behind() and pace.limit(PLAN)(96) == 96
-    listener.produced(0.3)  # this call's first window: now there is something to pace by
-    assert pace.limit(PLAN)(96) == int(MARGIN * 0.3 / 0.009) - 16
+    listener.produced(0.4)  # this call's first window: now there is something to pace by
+    assert pace.limit(PLAN)(96) == int(MARGIN * 0.4 / 0.009) - 16
 
 
 def test_an_engine_that_decodes_in_no_time_keeps_the_schedule() -> None:
@@ -268,7 +268,7 @@ def test_a_piece_is_decoded_whole_when_that_delays_no_audio() -> None:
 
 def test_the_whole_piece_is_encoded_once_the_audio_ahead_covers_it() -> None:
     clock = ManualClock()
-    pace = paced(DecodeSpeed(0.01), clock, ahead_s=1.0)
+    pace = paced(DecodeSpeed(0.01), clock, ahead_s=1.0, margin=0.9)
     assert not pace.affords_encode(100, ONNX_PLAN)  # the encoder's speed is not measured yet
     pace.encoded(50, 0.25)  # 5 ms per token
     # 0.9 s of the 1 s ahead: 100 tokens (0.5 s) and a first-size window (32 frames, 0.32 s) fit...

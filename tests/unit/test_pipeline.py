@@ -191,7 +191,7 @@ def test_windows_are_paced_to_the_listeners_audio_on_the_runtimes_measured_speed
     consumer (here: the test, as the server would) takes it."""
     clock = ManualClock()
     runtime = FakeRuntime(clock=clock, seconds_per_frame=0.009)
-    pipeline = Pipeline(runtime, VOCAB, Streaming(windows=PLAN, lead_in_frames=4, pacing=True))
+    pipeline = Pipeline(runtime, VOCAB, Streaming(windows=PLAN, lead_in_frames=4, pacing=True, pacing_margin=0.9))
     listener = Listener(now=clock)
     text = piece(*["ab"] * 30)
     sizes = []

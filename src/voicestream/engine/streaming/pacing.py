@@ -48,18 +48,20 @@ from voicestream.engine.streaming.windows import WindowPlan
 
 # Share of the audio ahead a window may take to decode: runs vary from one to the next, and the
 # window's audio must also reach the listener. A smaller margin cuts windows smaller than needed,
-# and every cut adds a seam's context: the largest margin that never left a listener waiting is
-# the cheapest (swept, with its numbers: docs/engine-evidence.md, "Pacing").
-MARGIN: Final = 0.9
+# and every cut adds a seam's context. 0.9 never left a listener waiting on the hosts it was swept
+# on; a real 2-core AVX2-only host's runs came in up to a third slower than its median, in streaks
+# (benchmarks/run_variation.py), and there 0.9 left gaps of up to 150 ms at the route, 0.75 none
+# (docs/engine-evidence.md, "A real AVX2-only host").
+MARGIN: Final = 0.75
 
 # How much slower than the measured speed the first window's plan takes every run to be. The plan
 # is exact at the measured speed, and on a slow host its windows run near the break-even, where
-# runs that vary by a few percent (they do, quiet or not) empty the listener's lead: the emulated
-# slow host's paragraph ran on windows that each added ~5 ms, then stalled 0.7 s at the next
-# sentence. Planned 10% slow, the first window buys a lead that grows: no gap in the same runs,
-# larger later windows (less context recomputed), and 50-200 ms more first audio there; the fast
-# class's first window is the plan's either way (docs/engine-evidence.md, "Gapless on a slow host").
-RUN_VARIATION: Final = 1.1
+# runs that vary (they do, quiet or not) empty the listener's lead: the emulated slow host's
+# paragraph ran on windows that each added ~5 ms, then stalled 0.7 s at the next sentence.
+# Planned slow, the first window buys a lead that grows: no gap, larger later windows (less context
+# recomputed), and some more first audio there; the fast class's first window is the plan's either
+# way (docs/engine-evidence.md, "Gapless on a slow host" and "A real AVX2-only host").
+RUN_VARIATION: Final = 1.2
 
 # Share of the audio ahead that a piece decoded in one run may take to decode (at the measured
 # speed). Windows re-measure the speed after each run, so a load that starts mid-piece costs at
@@ -112,6 +114,17 @@ def real_time(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> boo
     """Whether the engine keeps up with a listener at all: its largest later window decodes (with
     its context) in less time than it plays."""
     return 0.0 < seconds_per_frame * (plan.largest + 2 * plan.later_context) < plan.largest * frame_s
+
+
+def room_for_variation(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> float:
+    """How much slower than `seconds_per_frame` a first window's plan takes runs to be:
+    `RUN_VARIATION`, or half the host's headroom over real time where that is less (near real
+    time, RTF ~0.8, a plan for runs a fifth slower is a plan for a host slower than real time,
+    which keeps nobody in audio)."""
+    if seconds_per_frame <= 0.0:
+        return RUN_VARIATION
+    headroom = plan.largest * frame_s / (seconds_per_frame * (plan.largest + 2 * plan.later_context))
+    return max(1.0, min(RUN_VARIATION, (1.0 + headroom) / 2))
 
 
 def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> int:
@@ -290,9 +303,10 @@ class WindowPacer:
         if seconds_per_frame is None or self._playing():
             return 0
         encode_s = self.encode_speed.estimate(rest_tokens)
+        seconds_per_frame *= room_for_variation(seconds_per_frame, plan, self.frame_s)
         first = planned_first(
             frames,
-            seconds_per_frame * RUN_VARIATION,
+            seconds_per_frame,
             plan,
             self.frame_s,
             self.margin,

@@ -20,7 +20,7 @@ DEFAULT_WINDOWS = WindowPlan(first=12, growth=2.0, largest=144, context=16, fron
 # tokens left the first window alone to buffer the whole piece's encoding (it grew to ~60 frames);
 # 80 let several windows build that lead (docs/engine-evidence.md, "Fused generator blocks and an 80-token head").
 DEFAULT_LOOKAHEAD = LookaheadPlan(spoken_tokens=80)
-# Share of the audio ahead a paced window may take (pacing.py's MARGIN is the ONNX engine's 0.9).
+# Share of the audio ahead a paced window may take (pacing.py's MARGIN is the ONNX engine's).
 # This decoder's windows on a CPU run closer to their break-even than ONNX's, so a run a fifth
 # slower than the speed measured (a noisy 2-core host) outlasts the audio ahead: through `serve`
 # gaps of up to 76 ms at 0.9; 0.8 leaves room for it, for ~4% more first audio
