@@ -14,12 +14,15 @@ from voicestream.engine.onnx.engine import OnnxEngine, OnnxStrategy
 from voicestream.engine.streaming.listener import Listener
 from voicestream.engine.streaming.pacing import (
     MARGIN,
+    RUN_VARIATION,
     DecodeSpeed,
     WindowPacer,
     gaining_core,
     keeps_playing,
     paced_core,
     planned_first,
+    real_time,
+    room_for_variation,
 )
 from voicestream.engine.streaming.windows import WindowPlan, core_sizes, cores, plan_cores
 
@@ -311,3 +314,15 @@ def test_with_audio_playing_only_the_audio_ahead_decides_whole_decoding() -> Non
     ahead = paced(DecodeSpeed(0.02), ManualClock(), ahead_s=1.0)
     assert not ahead.decodes_whole(60, 100)  # 1.2 s of decoding, 0.5 s of budget
     assert ahead.decodes_whole(25, 100)
+
+
+def test_the_first_windows_room_for_slow_runs_shrinks_near_real_time() -> None:
+    """A fast or a slow host gets the full room; near real time only half the headroom there is,
+    so the plan is still for a host faster than real time; none on a host slower than that."""
+    for seconds_per_frame in (0.004, 0.009, 0.015):  # RTF ~0.2, ~0.37, ~0.6
+        assert room_for_variation(seconds_per_frame, PLAN, FRAME_S) == RUN_VARIATION
+    near = 0.021  # a 144-frame core and its 16 context frames take 3.36 s for 3.6 s of audio
+    room = room_for_variation(near, PLAN, FRAME_S)
+    assert 1.0 < room < RUN_VARIATION and real_time(near * room, PLAN, FRAME_S)
+    assert not real_time(near * RUN_VARIATION, PLAN, FRAME_S)
+    assert room_for_variation(0.03, PLAN, FRAME_S) == 1.0  # slower than real time

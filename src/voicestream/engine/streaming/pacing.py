@@ -49,8 +49,8 @@ from voicestream.engine.streaming.windows import WindowPlan
 # Share of the audio ahead a window may take to decode: runs vary from one to the next, and the
 # window's audio must also reach the listener. A smaller margin cuts windows smaller than needed,
 # and every cut adds a seam's context. 0.9 never left a listener waiting on the hosts it was swept
-# on; a real 2-core AVX2-only host's runs came in up to a third slower than its median, in streaks
-# (benchmarks/run_variation.py), and there 0.9 left gaps of up to 150 ms at the route, 0.75 none
+# on; a real 2-core AVX2-only host's runs came in up to a third slower than their median, in
+# streaks (benchmarks/run_variation.py), which 0.9 did not cover and 0.75 does
 # (docs/engine-evidence.md, "A real AVX2-only host").
 MARGIN: Final = 0.75
 
