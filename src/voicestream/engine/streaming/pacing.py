@@ -110,10 +110,17 @@ class EncodeSpeed:
         return 0.0 if self.seconds_per_token is None else self.seconds_per_token * tokens
 
 
+def headroom(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> float:
+    """How many times faster than it plays the largest later window decodes (with its context):
+    over 1 on a host faster than real time (infinite when decoding takes no time)."""
+    decode_s = seconds_per_frame * (plan.largest + 2 * plan.later_context)
+    return plan.largest * frame_s / decode_s if decode_s > 0.0 else math.inf
+
+
 def real_time(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> bool:
     """Whether the engine keeps up with a listener at all: its largest later window decodes (with
     its context) in less time than it plays."""
-    return 0.0 < seconds_per_frame * (plan.largest + 2 * plan.later_context) < plan.largest * frame_s
+    return seconds_per_frame > 0.0 and headroom(seconds_per_frame, plan, frame_s) > 1.0
 
 
 def room_for_variation(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> float:
@@ -121,10 +128,7 @@ def room_for_variation(seconds_per_frame: float, plan: WindowPlan, frame_s: floa
     `RUN_VARIATION`, or half the host's headroom over real time where that is less (near real
     time, RTF ~0.8, a plan for runs a fifth slower is a plan for a host slower than real time,
     which keeps nobody in audio)."""
-    if seconds_per_frame <= 0.0:
-        return RUN_VARIATION
-    headroom = plan.largest * frame_s / (seconds_per_frame * (plan.largest + 2 * plan.later_context))
-    return max(1.0, min(RUN_VARIATION, (1.0 + headroom) / 2))
+    return max(1.0, min(RUN_VARIATION, (1.0 + headroom(seconds_per_frame, plan, frame_s)) / 2))
 
 
 def gaining_core(seconds_per_frame: float, plan: WindowPlan, frame_s: float) -> int:
