@@ -27,11 +27,6 @@ from slow_host import DIGITS, loaded, spoken
 from voicestream.engine.onnx.engine import OnnxStrategy
 
 
-def quantile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=4)
@@ -56,10 +51,11 @@ def main() -> None:
     median = statistics.median(per_frame)
     ratios = [round(value / median, 3) for value in per_frame]
     report["ms_per_span_frame_median"] = round(median, 2)
+    deciles = statistics.quantiles(ratios, n=10)
     report["over_median"] = {
-        "p10": quantile(ratios, 0.1),
-        "p50": quantile(ratios, 0.5),
-        "p90": quantile(ratios, 0.9),
+        "p10": round(deciles[0], 3),
+        "p50": round(statistics.median(ratios), 3),
+        "p90": round(deciles[-1], 3),
         "max": max(ratios),
     }
     report["ratios"] = ratios
