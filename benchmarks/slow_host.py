@@ -23,7 +23,13 @@ decoding every sentence whole) so that the machine's load falls on both alike:
   under load can then be told from a planning fault (a window planned longer than the audio
   ahead on the speeds measured before it).
 
-    .venv/bin/python benchmarks/slow_host.py [--slow-rtf 0.6 | --factors 1 3] [--repeats 2] [--threads 2]
+With `--floor`, a third engine alternates with those two: the same engine unpaced (the plan's
+schedule alone), whose first window is the smallest the quality gates allow. Its first audio is
+the least any plan of these windows can give on this host, paced or not: where it is over a
+target, no pacing meets that target. Every engine's first audio is also split into its parts
+(the encoder and decoder runs before it, and the rest: G2P, the pipeline's own work).
+
+    .venv/bin/python benchmarks/slow_host.py [--slow-rtf 0.6 | --factors 1 3] [--repeats 2] [--threads 2] [--floor]
 """
 
 from __future__ import annotations
@@ -133,8 +139,13 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
             durations.append(chunk.duration_s)
             sentence_of.append(index)
     rows = timeline(ready_at, durations, sentence_of)
+    runs = [
+        [round((at - started) * 1000, 1), kind, size, round(seconds * 1000, 1)]
+        for at, kind, size, seconds in engine.slowed.runs[runs_before:]
+    ]
     return {
         "first_ms": ready_at[0] * 1000,
+        "first_audio_parts_ms": first_audio_parts(runs, ready_at[0] * 1000),
         "worst_gap_ms": max([0.0, *(-ahead_ms for _ready, _audio, ahead_ms, _index in rows)]),
         "stall_ms": stall_s(ready_at, durations) * 1000,
         "audio_s": sum(durations),
@@ -143,11 +154,17 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
         "busy_s": engine.slowed.busy_s - busy_before,
         "other_processes_cores": meter.report()["other_processes_cores"],
         "timeline": rows,
-        "runs": [
-            [round((at - started) * 1000, 1), kind, size, round(seconds * 1000, 1)]
-            for at, kind, size, seconds in engine.slowed.runs[runs_before:]
-        ],
+        "runs": runs,
     }
+
+
+def first_audio_parts(runs: list[list[Any]], first_ms: float) -> dict[str, float]:
+    """Where the first audio went: the encoder and decoder runs that ended before it, and the rest
+    (G2P, the pipeline's own work)."""
+    before = [run for run in runs if run[0] + run[3] <= first_ms + 0.5]
+    encode = sum(run[3] for run in before if run[1] == "encode")
+    decode = sum(run[3] for run in before if run[1] == "decode")
+    return {"encode": round(encode, 1), "decode": round(decode, 1), "other": round(first_ms - encode - decode, 1)}
 
 
 def texts(only: list[str] | None = None) -> dict[str, list[str]]:
@@ -168,13 +185,32 @@ def loaded(factor: float, threads: int, strategy: OnnxStrategy) -> SlowedEngine:
     return engine
 
 
-def summarise(chunked: list[dict[str, Any]], whole: list[dict[str, Any]]) -> dict[str, Any]:
+def parts_p50(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each part of the first audio (first_audio_parts), its median over the repeats."""
+    return {
+        part: round(statistics.median(run["first_audio_parts_ms"][part] for run in runs), 1)
+        for part in ("encode", "decode", "other")
+    }
+
+
+def summarise(
+    chunked: list[dict[str, Any]], whole: list[dict[str, Any]], unpaced: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     def total(runs: list[dict[str, Any]], key: str) -> float:
         return float(sum(run[key] for run in runs))
 
     worst = max(chunked, key=lambda run: run["worst_gap_ms"])
+    floor = {}
+    if unpaced:
+        floor = {
+            "unpaced_first_audio_ms_p50": round(statistics.median(run["first_ms"] for run in unpaced), 1),
+            "unpaced_first_audio_parts_ms_p50": parts_p50(unpaced),
+            "unpaced_worst_gap_ms_max": round(max(run["worst_gap_ms"] for run in unpaced), 1),
+            "unpaced_cpu_over_whole": round(total(unpaced, "cpu_s") / total(whole, "cpu_s"), 3),
+        }
     return {
         "first_audio_ms_p50": round(statistics.median(run["first_ms"] for run in chunked), 1),
+        "first_audio_parts_ms_p50": parts_p50(chunked),
         "whole_first_audio_ms_p50": round(statistics.median(run["first_ms"] for run in whole), 1),
         "worst_gap_ms_max": round(max(run["worst_gap_ms"] for run in chunked), 1),
         "stall_ms_max": round(max(run["stall_ms"] for run in chunked), 1),
@@ -189,6 +225,7 @@ def summarise(chunked: list[dict[str, Any]], whole: list[dict[str, Any]]) -> dic
         "worst_run_timeline": worst["timeline"],
         # [started ms, encode | decode, tokens | span frames, emulated ms]
         "worst_run_runs": worst["runs"],
+        **floor,
     }
 
 
@@ -204,6 +241,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--texts", nargs="+", choices=list(texts()), help="only these texts (default: all)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the engine unpaced: its first window is the plan's smallest, so its first audio is"
+        " the least any plan of these windows gives on this host",
+    )
     parser.add_argument("--out", default=str(RESULTS / "slow_host.json"))
     args = parser.parse_args()
     report: dict[str, Any] = {"benchmark": "slow_host", "command": command_line(), "machine": machine()}
@@ -214,22 +257,26 @@ def main() -> None:
     meter = LoadMeter()
     by_factor: dict[str, Any] = {}
     for factor in factors:
-        chunked_engine = loaded(factor, args.threads, OnnxStrategy())
-        whole_engine = loaded(factor, args.threads, OnnxStrategy(decoder_windows=None))
+        engines = {
+            "chunked": loaded(factor, args.threads, OnnxStrategy()),
+            "whole": loaded(factor, args.threads, OnnxStrategy(decoder_windows=None)),
+        }
+        if args.floor:
+            engines["unpaced"] = loaded(factor, args.threads, OnnxStrategy(pacing=False))
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for _ in range(args.repeats):
             for name, sentences in texts(args.texts).items():
-                for label, engine in (("chunked", chunked_engine), ("whole", whole_engine)):
+                for label, engine in engines.items():
                     runs.setdefault(name, {}).setdefault(label, []).append(spoken(engine, sentences))
         by_factor[f"k={factor:g}"] = {
             "emulated_whole_sentence_rtf": round(factor * measured, 3),
-            "texts": {name: summarise(both["chunked"], both["whole"]) for name, both in runs.items()},
+            "texts": {name: summarise(by["chunked"], by["whole"], by.get("unpaced")) for name, by in runs.items()},
         }
         for name, summary in by_factor[f"k={factor:g}"]["texts"].items():
             shown = {key: value for key, value in summary.items() if not key.startswith("worst_run_")}
             print(f"k={factor:g} {name}", shown, flush=True)
-        chunked_engine.close()
-        whole_engine.close()
+        for engine in engines.values():
+            engine.close()
     report["results"] = by_factor
     report["load"] = meter.report()
     write_json(Path(args.out), report)
