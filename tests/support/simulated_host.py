@@ -105,12 +105,17 @@ class SimulatedRuntime:
 
     clock: ManualClock
     costs: HostCosts
-    # Each decoder run's cost times the next of these, in turn: a load that comes and goes.
+    # Each run's cost times the next of these, in turn: a load that comes and goes. Encoder runs
+    # too: on a real host they varied as much as the decoder's (docs/engine-evidence.md, "The
+    # floor under first audio").
     jitter: Sequence[float] = (1.0,)
     jitter_from: int = 0  # the run `jitter`'s first factor applies to (later ones cycle from there)
     decoded_frames: int = 0
     compute_s: float = 0.0
     runs: list[tuple[str, int]] = field(default_factory=list)
+
+    def _factor(self) -> float:
+        return self.jitter[(len(self.runs) - self.jitter_from) % len(self.jitter)]
 
     def _spend(self, seconds: float) -> None:
         self.clock.now += seconds
@@ -118,7 +123,7 @@ class SimulatedRuntime:
 
     def encode(self, ids: list[int], style: int, speed: float) -> FakeFeatures:
         del style, speed
-        self._spend(self.costs.encode_per_run_s + self.costs.encode_per_token_s * len(ids))
+        self._spend(self._factor() * (self.costs.encode_per_run_s + self.costs.encode_per_token_s * len(ids)))
         self.runs.append(("encode", len(ids)))
         frames = [LEAD_FRAMES, *(token_frames(token) for token in ids), TAIL_FRAMES]
         return FakeFeatures(np.array([frames], dtype=np.int64))
@@ -128,8 +133,7 @@ class SimulatedRuntime:
 
     def window_decoder(self) -> Callable[[FakeFeatures, Window], FloatAudio]:
         def decode(features: FakeFeatures, window: Window) -> FloatAudio:
-            factor = self.jitter[(len(self.runs) - self.jitter_from) % len(self.jitter)]
-            self._spend(factor * (self.costs.decode_per_run_s + self.costs.decode_per_frame_s * window.frames))
+            self._spend(self._factor() * (self.costs.decode_per_run_s + self.costs.decode_per_frame_s * window.frames))
             self.decoded_frames += window.frames
             self.runs.append(("decode", window.frames))
             return np.zeros(window.frames * SAMPLES_PER_FRAME, dtype=np.float32)
