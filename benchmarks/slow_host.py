@@ -161,6 +161,7 @@ def spoken(engine: SlowedEngine, sentences: list[str]) -> dict[str, Any]:
 def first_audio_parts(runs: list[list[Any]], first_ms: float) -> dict[str, float]:
     """Where the first audio went: the encoder and decoder runs that ended before it, and the rest
     (G2P, the pipeline's own work)."""
+    # Run times are rounded to 0.1 ms: the decoder run that yielded the first chunk ends at it.
     before = [run for run in runs if run[0] + run[3] <= first_ms + 0.5]
     encode = sum(run[3] for run in before if run[1] == "encode")
     decode = sum(run[3] for run in before if run[1] == "decode")
