@@ -3,7 +3,8 @@
 A headline table (anchor, goal, ours, met?, the command that reproduces it) and a section per
 experiment with its command. Missing result files are named, not hidden. The README's results
 section (between its markers) gets the headline's few rows a newcomer needs (README_ROWS), each
-with the host it was measured on, generated from the same rows, so the two never disagree.
+with the host it was measured on, generated from the same rows, so the two never disagree, and
+issue 29's measures with one column per host they were run on (report_hosts.py).
 
     .venv/bin/python benchmarks/report.py [--results benchmarks/results] [--out benchmarks/REPORT.md]
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 import report_robustness
 from common import RESULTS, ROOT, summary
+from report_hosts import host_table
 
 Json = dict[str, Any]
 # The anchor: aws-samples/sample-kokoro-tts-for-ai-agents, measured on ml.g5.xlarge.
@@ -93,6 +95,11 @@ ROUTE_RUNS = (
     ("route_first_audio", "the ONNX engine as it ships", 200.0),
     ("route_first_audio_slow", "the ONNX engine on an emulated slow host", 400.0),
     ("route_first_audio_torch", "the torch engine on the CPU, through `voicestream serve`", None),
+)
+HOSTS_INTRO = (
+    "The same measures on every host they were run on, one column each: the host's CPU class (avx512-vnni: "
+    "AVX-512 with VNNI; avx2: AVX2 only) and its whole-sentence RTF during the runs (it drifts by the hour). "
+    "2 cores each. A dash: not measured there."
 )
 # How to write the result files that are not named after their script.
 COMMANDS = {
@@ -1350,7 +1357,12 @@ class Report:
                 "busy time from /proc/stat less the step's own CPU time), out of 2.",
                 table(["step", "started", "command", "wall time", "exit", "other CPU"], step_rows),
             ]
-        return "\n\n".join(head + self.sections + tail) + "\n"
+        hosts = [
+            "## Per host",
+            HOSTS_INTRO,
+            host_table(self.results, table),
+        ]
+        return "\n\n".join(head + self.sections + hosts + tail) + "\n"
 
     def readme_block(self, readme_dir: Path, page: Path) -> str:
         """The README's results section: README_ROWS of REPORT.md's headline, linked (render() first)."""
@@ -1367,6 +1379,8 @@ class Report:
                 f"all {len(self.headline)} rows, a table and plots per experiment, and the command that "
                 "reproduces every number (`make bench` runs them all and rewrites the report and this section).",
                 table(README_COLUMNS, self.readme_rows()),
+                HOSTS_INTRO,
+                host_table(self.results, table),
                 README_END,
             ]
         )

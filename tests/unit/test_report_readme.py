@@ -80,3 +80,48 @@ def test_a_row_names_its_host_class_when_its_json_records_one(tmp_path: Path) ->
     hosts = {row[0].split(".", 1)[0]: row[-1] for row in table_rows(block, "| experiment |")}
     assert hosts["10"] == "intel-avx512-amx"
     assert hosts["8"] == "AMD EPYC"
+
+
+def host_columns(block: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The per-host table: its host headings, and each measure's cells under them."""
+    header = next(line for line in block.splitlines() if line.startswith("| measure | goal |"))
+    headings = [cell.strip() for cell in header.strip("|").split(" | ")][2:]
+    return headings, {row[0]: row[2:] for row in table_rows(block, "| measure | goal |")}
+
+
+def test_issue_29s_measures_have_one_column_per_host_they_were_run_on(tmp_path: Path) -> None:
+    block, page = render(tmp_path, RESULTS)
+    headings, cells = host_columns(block)
+    # The committed runs: the fast class, the AVX2 class faster than real time, and the AVX2 machine
+    # slower than real time, in order of speed, each named by its class and RTF.
+    assert [heading.split(",")[0] for heading in headings] == ["avx512-vnni", "avx2", "avx2"]
+    assert "slower than real time" in headings[-1] and "slower" not in headings[1]
+    assert all("RTF " in heading for heading in headings)
+    route = cells["First audio p50 at the bidi route (5-50 words, digits, a paragraph)"]
+    expected = json.loads((RESULTS / "route_first_audio_avx2.json").read_text())["results"]
+    firsts = [row["first_audio_ms_p50"] for row in expected.values()]
+    assert route[1] == f"{min(firsts):,.0f}–{max(firsts):,.0f} ms"
+    assert route[2] == "–"  # no route run on the slow machine
+    # The AVX2 column's engine row is the newest of its engine files, the one with the floor.
+    floor = cells["The floor: first audio of the plan's smallest first window, unpaced"]
+    assert floor[0] == "–" and floor[1].endswith(" ms")
+    assert "slow_host_avx2_floor.json" in block and "`slow_host_avx2.json`" not in block
+    assert "## Per host" in page and host_columns(page) == (headings, cells)
+
+
+def test_a_run_on_another_host_gets_its_own_column_and_one_without_a_host_record_none(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    demo = json.loads((results / "demo_ratio_avx2.json").read_text())
+    demo["machine"].update(host_class="intel-avx512-amx", whole_sentence_rtf=0.37)
+    (results / "demo_ratio_avx2.json").write_text(json.dumps(demo))
+    peer = json.loads((results / "peer_kokoro_onnx.json").read_text())
+    peer["machine"].pop("host_class")  # written before the host record: no column
+    (results / "peer_kokoro_onnx.json").write_text(json.dumps(peer))
+    block, _ = render(tmp_path, results)
+    headings, cells = host_columns(block)
+    # In order of speed; the AVX2 machine slower than real time had only the peer's run.
+    assert [heading.split(",")[0] for heading in headings] == ["avx512-vnni", "intel-avx512-amx", "avx2"]
+    assert headings[1] == "intel-avx512-amx, RTF 0.37"
+    ratio = demo["variants"]["streaming"]["batch_over_bidi_median_of_paired"]
+    assert cells["`make demo`: batch / bidi first audio"] == ["–", f"{ratio}x", "–"]
