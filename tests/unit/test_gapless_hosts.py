@@ -130,6 +130,39 @@ def test_runs_that_vary_as_a_real_avx2_hosts_did_leave_no_gap(rtf: float, text: 
     assert max(worst.values()) <= WORST_GAP_S, worst
 
 
+# The same host's decoder runs in a later run (benchmarks/results/run_variation_avx2_encoder.json,
+# RTF 0.49), which the margin and room were not chosen on: up to a third slower than their median,
+# and twelve slow runs in a row.
+# fmt: off
+AVX2_HOST_LATER_RUNS = (
+    0.832, 0.864, 0.987, 0.838, 0.881, 0.859, 0.878, 0.916, 0.88, 0.974, 0.822, 0.857, 0.883, 0.939, 0.939, 0.902,
+    0.948, 1.019, 1.0, 0.966, 1.026, 0.978, 0.97, 1.017, 0.976, 0.927, 0.967, 0.894, 1.002, 0.781, 0.789, 0.955, 0.781,
+    0.865, 0.883, 0.879, 1.029, 0.881, 1.037, 0.955, 0.994, 1.138, 1.042, 1.006, 1.324, 1.29, 1.308, 1.201, 1.207,
+    1.215, 1.057, 1.244, 1.263, 1.253, 1.178, 1.116, 1.013, 1.125, 1.168, 1.063, 1.033, 1.058, 1.251, 1.133, 1.15,
+    1.123, 1.09, 1.033, 1.018, 1.154, 0.911, 0.916, 0.925, 1.012, 1.099,
+)
+# fmt: on
+# A gap a streak of runs slower than the room leaves: part of one run, after which the stream
+# recovers (the margin and room before, 0.9 and 1.1, left 0.41 s on these runs).
+SHORT_GAP_S = 0.1
+
+
+@pytest.mark.parametrize("rtf", [0.37, 0.47, 0.6])
+@pytest.mark.parametrize("text", TEXTS)
+def test_runs_the_constants_were_not_chosen_on_leave_at_most_a_short_gap(rtf: float, text: str) -> None:
+    """The later run's pattern from every one of its runs on. One stream of the 900 gaps, 63 ms: it
+    met the twelve slow runs, its windows at the break-even (docs/engine-evidence.md, "The floor
+    under first audio on the AVX2 class")."""
+    worst: dict[int, float] = {}
+    for phase in range(len(AVX2_HOST_LATER_RUNS)):
+        runs = AVX2_HOST_LATER_RUNS[phase:] + AVX2_HOST_LATER_RUNS[:phase]
+        pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=runs)
+        play(pipeline, clock, [sentence(15)])
+        clock.now += 10.0
+        worst[phase] = play(pipeline, clock, TEXTS[text]).worst_gap_s
+    assert max(worst.values()) <= SHORT_GAP_S, worst
+
+
 # --- the torch engine's plan on its own costs: a CPU where a decoder run's fixed cost is ~9 frames'
 
 
