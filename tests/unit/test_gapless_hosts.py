@@ -112,6 +112,19 @@ AVX2_HOST_RUNS = (
 # fmt: on
 
 
+def worst_gaps_replaying(runs: tuple[float, ...], starts: range, rtf: float, text: str) -> dict[int, float]:
+    """The worst gap of `text`, per start: a server that has spoken a sentence before, its runs
+    from then on `runs` (each over the measured speed) from that start on, cycling."""
+    worst: dict[int, float] = {}
+    for start in starts:
+        pattern = runs[start:] + runs[:start]
+        pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=pattern)
+        play(pipeline, clock, [sentence(15)])
+        clock.now += 10.0
+        worst[start] = play(pipeline, clock, TEXTS[text]).worst_gap_s
+    return worst
+
+
 @pytest.mark.parametrize("rtf", [0.37, 0.47, 0.6])
 @pytest.mark.parametrize("text", TEXTS)
 def test_runs_that_vary_as_a_real_avx2_hosts_did_leave_no_gap(rtf: float, text: str) -> None:
@@ -120,13 +133,7 @@ def test_runs_that_vary_as_a_real_avx2_hosts_did_leave_no_gap(rtf: float, text: 
     room (pacing.RUN_VARIATION) cover a streak of slow runs. At 0.9 and 1.1 the same pattern left
     gaps of up to 0.48 s here, and the real host up to 0.15 s at the route (docs/engine-evidence.md,
     "A real AVX2-only host")."""
-    worst: dict[int, float] = {}
-    for phase in range(0, len(AVX2_HOST_RUNS), 3):
-        runs = AVX2_HOST_RUNS[phase:] + AVX2_HOST_RUNS[:phase]
-        pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=runs)
-        play(pipeline, clock, [sentence(15)])
-        clock.now += 10.0
-        worst[phase] = play(pipeline, clock, TEXTS[text]).worst_gap_s
+    worst = worst_gaps_replaying(AVX2_HOST_RUNS, range(0, len(AVX2_HOST_RUNS), 3), rtf, text)
     assert max(worst.values()) <= WORST_GAP_S, worst
 
 
@@ -153,13 +160,7 @@ def test_runs_the_constants_were_not_chosen_on_leave_at_most_a_short_gap(rtf: fl
     """The later run's pattern from every one of its runs on. One stream of the 900 gaps, 63 ms: it
     met the twelve slow runs, its windows at the break-even (docs/engine-evidence.md, "The floor
     under first audio on the AVX2 class")."""
-    worst: dict[int, float] = {}
-    for phase in range(len(AVX2_HOST_LATER_RUNS)):
-        runs = AVX2_HOST_LATER_RUNS[phase:] + AVX2_HOST_LATER_RUNS[:phase]
-        pipeline, clock = simulated_pipeline(rtf, OnnxStrategy().streaming(), after_warm_up=runs)
-        play(pipeline, clock, [sentence(15)])
-        clock.now += 10.0
-        worst[phase] = play(pipeline, clock, TEXTS[text]).worst_gap_s
+    worst = worst_gaps_replaying(AVX2_HOST_LATER_RUNS, range(len(AVX2_HOST_LATER_RUNS)), rtf, text)
     assert max(worst.values()) <= SHORT_GAP_S, worst
 
 
