@@ -1357,11 +1357,8 @@ class Report:
                 "busy time from /proc/stat less the step's own CPU time), out of 2.",
                 table(["step", "started", "command", "wall time", "exit", "other CPU"], step_rows),
             ]
-        hosts = [
-            "## Per host",
-            HOSTS_INTRO,
-            host_table(self.results, table),
-        ]
+        self.host_table = host_table(self.results, table)
+        hosts = ["## Per host", HOSTS_INTRO, self.host_table]
         return "\n\n".join(head + self.sections + hosts + tail) + "\n"
 
     def readme_block(self, readme_dir: Path, page: Path) -> str:
@@ -1380,7 +1377,7 @@ class Report:
                 "reproduces every number (`make bench` runs them all and rewrites the report and this section).",
                 table(README_COLUMNS, self.readme_rows()),
                 HOSTS_INTRO,
-                host_table(self.results, table),
+                self.host_table,
                 README_END,
             ]
         )

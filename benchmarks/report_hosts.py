@@ -116,16 +116,17 @@ MEASURES = (
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One result file and the host it was written on."""
+    """One result file, and the whole-sentence RTF of the host that wrote it."""
 
     name: str
     report: Json
-    host: tuple[str, bool]  # (class, slower than real time)
     rtf: float
 
 
-def _runs(results: Path) -> dict[str, list[Run]]:
-    runs: dict[str, list[Run]] = {}
+def _runs_by_host(results: Path) -> dict[tuple[str, bool], dict[str, Run]]:
+    """Each host's result file per `FILES` key (the newest listed where a host has several); a
+    host is (its class, slower than real time)."""
+    by_host: dict[tuple[str, bool], dict[str, Run]] = {}
     for key, names in FILES.items():
         for name in names:
             path = results / f"{name}.json"
@@ -136,8 +137,9 @@ def _runs(results: Path) -> dict[str, list[Run]]:
             host_class, rtf = machine.get("host_class"), machine.get("whole_sentence_rtf")
             if host_class is None or rtf is None:
                 continue  # written before the host record
-            runs.setdefault(key, []).append(Run(name, report, (str(host_class), float(rtf) >= 1.0), float(rtf)))
-    return runs
+            host = (str(host_class), float(rtf) >= 1.0)
+            by_host.setdefault(host, {})[key] = Run(name, report, float(rtf))
+    return by_host
 
 
 def _heading(host: tuple[str, bool], rtfs: list[float]) -> str:
@@ -148,11 +150,7 @@ def _heading(host: tuple[str, bool], rtfs: list[float]) -> str:
 
 def host_table(results: Path, table: Callable[[list[str], list[list[str]]], str]) -> str:
     """The measures' table, one column per host, and the file and command behind every column."""
-    runs = _runs(results)
-    by_host: dict[tuple[str, bool], dict[str, Run]] = {}
-    for key, found in runs.items():
-        for run in found:  # newest last: it replaces an earlier file of the same host
-            by_host.setdefault(run.host, {})[key] = run
+    by_host = _runs_by_host(results)
     hosts = sorted(by_host, key=lambda host: min(run.rtf for run in by_host[host].values()))
     headings = [_heading(host, [run.rtf for run in by_host[host].values()]) for host in hosts]
     rows = []
